@@ -1,0 +1,67 @@
+"""Typed errors. Each carries the errno that a FUSE call reports for it.
+
+Every error raised on purpose inside zarrfs is a `ZarrfsError`; the FUSE layer
+maps `err.errno` straight to the reply, so nothing falls through to a default.
+"""
+
+from __future__ import annotations
+
+import errno as _errno
+
+
+class ZarrfsError(Exception):
+    """Base class. `errno` is what a FUSE call answers; the message is for humans."""
+
+    errno: int = _errno.EIO
+
+
+class NotFoundError(ZarrfsError):
+    """No node, key or virtual file of that name."""
+
+    errno = _errno.ENOENT
+
+
+class NotZarrError(ZarrfsError):
+    """The source exists but holds no Zarr hierarchy at that path."""
+
+    errno = _errno.ENOENT
+
+
+class MetadataError(ZarrfsError):
+    """A metadata document is invalid: bad JSON, wrong types, absurd shapes."""
+
+    errno = _errno.EIO
+
+
+class UnsupportedError(ZarrfsError):
+    """Valid Zarr that zarrfs cannot serve: unknown codec, variable-length dtype..."""
+
+    errno = _errno.ENOTSUP
+
+
+class StoreError(ZarrfsError):
+    """The store failed to answer (I/O error, timeout, refused connection)."""
+
+    errno = _errno.EIO
+
+
+class StoreTimeoutError(StoreError):
+    """The store did not answer within the configured timeout."""
+
+    errno = _errno.ETIMEDOUT
+
+
+class ChunkError(ZarrfsError):
+    """A chunk was fetched but cannot be turned into the right elements."""
+
+    errno = _errno.EIO
+
+
+class ReadOnlyError(ZarrfsError):
+    errno = _errno.EROFS
+
+
+class OptionsError(ZarrfsError):
+    """A command-line or mount option is invalid."""
+
+    errno = _errno.EINVAL
