@@ -1,0 +1,286 @@
+"""Decode-only codec pipelines: stored bytes -> one chunk as a numpy array.
+
+Two shapes of pipeline exist. Zarr v1/v2 and zarr-python's v3 draft use
+"compressor, then filters in reverse, then reshape with `order`"
+(`V2ChunkCodec`). Final v3 splits codecs into array->array, one array->bytes
+and bytes->bytes stages (`V3ChunkCodec`); sharding is an array->bytes codec
+that lives in `sharding.py`.
+
+Every decoded size is bounded before or while decoding, so a chunk that would
+expand far beyond its chunk size (a decompression bomb) is an error, not an
+out-of-memory kill.
+"""
+
+from __future__ import annotations
+
+import bz2
+import lzma
+import struct
+import zlib
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numcodecs
+import numpy as np
+from numcodecs.abc import Codec
+from numcodecs.compat import ensure_contiguous_ndarray, ensure_ndarray_like
+
+from .errors import ChunkError, MetadataError, UnsupportedError
+
+# A stage may legitimately emit more than the final chunk (an `astype` filter
+# that widens, a checksum): allow this factor plus a constant before calling
+# it a bomb.
+_EXPANSION_FACTOR = 8
+_EXPANSION_SLACK = 1 << 20
+_NEVER_DECODE = {"pickle"}  # would execute code from the store
+
+
+def output_bound(chunk_nbytes: int) -> int:
+    return chunk_nbytes * _EXPANSION_FACTOR + _EXPANSION_SLACK
+
+
+def numcodecs_codec(config: dict[str, Any], where: str) -> Codec:
+    """A numcodecs codec from its config, with typed errors."""
+    codec_id = config.get("id")
+    if not isinstance(codec_id, str):
+        raise MetadataError(f"{where}: codec config without a string 'id': {config!r}")
+    if codec_id in _NEVER_DECODE:
+        raise UnsupportedError(f"{where}: codec {codec_id!r} is refused (decoding it would run code from the store)")
+    try:
+        return numcodecs.get_codec(dict(config))
+    except ValueError as exc:
+        raise UnsupportedError(f"{where}: unknown codec {codec_id!r}") from exc
+    except (TypeError, KeyError) as exc:
+        raise MetadataError(f"{where}: invalid configuration for codec {codec_id!r}: {exc}") from exc
+
+
+# ------------------------------------------------------------ bytes -> bytes
+
+
+def decode_bytes(codec: Codec, data: bytes | memoryview, limit: int) -> memoryview:
+    """`codec.decode(data)`, refusing any output larger than `limit` bytes."""
+    codec_id = codec.codec_id
+    if codec_id in ("zlib", "gzip"):
+        # 32 + MAX_WBITS detects a zlib or a gzip header: zarr 1.x wrote zlib
+        # streams under the name "gzip".
+        return memoryview(_bounded_stream(zlib.decompressobj(32 + zlib.MAX_WBITS), data, limit, codec_id))
+    if codec_id == "bz2":
+        return memoryview(_bounded_stream(bz2.BZ2Decompressor(), data, limit, codec_id))
+    if codec_id == "lzma" and codec.filters is None and codec.format != lzma.FORMAT_RAW:
+        return memoryview(_bounded_stream(lzma.LZMADecompressor(format=codec.format), data, limit, codec_id))
+    declared = _declared_size(codec_id, data)
+    if declared is not None and declared > limit:
+        raise ChunkError(f"{codec_id} frame declares {declared} bytes, more than the {limit} a chunk may need")
+    out = codec.decode(data)
+    view = memoryview(ensure_contiguous_ndarray(out)).cast("B")
+    if view.nbytes > limit:
+        raise ChunkError(f"{codec_id} produced {view.nbytes} bytes, more than the {limit} a chunk may need")
+    return view
+
+
+def _bounded_stream(decompressor: Any, data: bytes | memoryview, limit: int, name: str) -> bytes:
+    out = decompressor.decompress(data, limit + 1)
+    if len(out) > limit:
+        raise ChunkError(f"{name} stream expands beyond {limit} bytes")
+    if not decompressor.eof:
+        raise ChunkError(f"{name} stream is truncated")
+    return out
+
+
+def _declared_size(codec_id: str, data: bytes | memoryview) -> int | None:
+    """The decoded size a frame header announces, where the format has one."""
+    raw = bytes(data[:18])
+    if codec_id == "blosc" and len(raw) >= 16:
+        return struct.unpack_from("<I", raw, 4)[0]
+    if codec_id == "lz4" and len(raw) >= 4:
+        return struct.unpack_from("<I", raw, 0)[0]
+    if codec_id == "zstd":
+        return _zstd_content_size(raw)
+    return None
+
+
+def _zstd_content_size(raw: bytes) -> int | None:
+    """Frame_Content_Size from a zstd frame header (RFC 8878 §3.1.1.1), if present."""
+    if len(raw) < 6 or raw[:4] != b"\x28\xb5\x2f\xfd":
+        return None
+    descriptor = raw[4]
+    fcs_flag, single_segment, dict_flag = descriptor >> 6, (descriptor >> 5) & 1, descriptor & 3
+    pos = 5 + (0 if single_segment else 1) + (0, 1, 2, 4)[dict_flag]
+    size = (1 if single_segment else 0, 2, 4, 8)[fcs_flag]
+    if size == 0 or len(raw) < pos + size:
+        return None
+    value = int.from_bytes(raw[pos : pos + size], "little")
+    return value + 256 if size == 2 else value
+
+
+# ------------------------------------------------------------- pipelines
+
+
+class ChunkCodec(Protocol):
+    """Turns one stored object into the chunk it encodes."""
+
+    def decode(self, data: bytes, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+        """The chunk as an array of `shape` and `dtype`, in logical (C-index) order."""
+        ...
+
+    def describe(self) -> list[dict[str, Any]]:
+        """JSON-able description for `zarrfs tree` and the `.json` sidecar."""
+        ...
+
+
+def view_as_chunk(buf: Any, shape: tuple[int, ...], dtype: np.dtype, order: str = "C") -> np.ndarray:
+    """Interpret decoded bytes as exactly one chunk; a size mismatch is an error."""
+    flat = ensure_ndarray_like(buf).reshape(-1, order="A").view(np.uint8)
+    expected = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    if flat.nbytes != expected:
+        raise ChunkError(f"decoded to {flat.nbytes} bytes, expected {expected} for a {shape} {dtype} chunk")
+    return flat.view(dtype).reshape(shape, order=order)
+
+
+@dataclass(frozen=True)
+class V2ChunkCodec:
+    """v1/v2 semantics: compressor, filters in reverse, reshape with `order`."""
+
+    compressor: Codec | None
+    filters: tuple[Codec, ...] = ()
+    order: str = "C"
+
+    def decode(self, data: bytes, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+        nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        limit = output_bound(nbytes)
+        buf: Any = data
+        stages = ([self.compressor] if self.compressor is not None else []) + list(reversed(self.filters))
+        try:
+            for codec in stages:
+                buf = decode_bytes(codec, buf, limit)
+        except ChunkError:
+            raise
+        except Exception as exc:  # numcodecs raises anything from RuntimeError to numpy errors
+            raise ChunkError(f"cannot decode: {type(exc).__name__}: {exc}") from exc
+        return view_as_chunk(buf, shape, dtype, self.order)
+
+    def describe(self) -> list[dict[str, Any]]:
+        configs = [c.get_config() for c in self.filters]
+        if self.compressor is not None:
+            configs.append(self.compressor.get_config())
+        return configs
+
+
+class ArrayToArray(Protocol):
+    def encoded_representation(self, shape: tuple[int, ...], dtype: np.dtype) -> tuple[tuple[int, ...], np.dtype]: ...
+    def decode(self, array: np.ndarray, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray: ...
+    def describe(self) -> dict[str, Any]: ...
+
+
+class ArrayToBytes(Protocol):
+    def decode(self, data: Any, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray: ...
+    def describe(self) -> dict[str, Any]: ...
+
+
+@dataclass(frozen=True)
+class BytesCodec:
+    """v3 `bytes`: C-order elements with the given endianness."""
+
+    endian: str | None  # "little", "big", or None for single-byte types
+
+    def decode(self, data: Any, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+        from .metadata.dtypes import with_byte_order
+
+        if self.endian is not None:
+            dtype = with_byte_order(dtype, "<" if self.endian == "little" else ">")
+        return view_as_chunk(data, shape, dtype)
+
+    def describe(self) -> dict[str, Any]:
+        config = {"endian": self.endian} if self.endian else {}
+        return {"name": "bytes", "configuration": config}
+
+
+@dataclass(frozen=True)
+class TransposeCodec:
+    order: tuple[int, ...]
+
+    def encoded_representation(self, shape: tuple[int, ...], dtype: np.dtype) -> tuple[tuple[int, ...], np.dtype]:
+        return tuple(shape[i] for i in self.order), dtype
+
+    def decode(self, array: np.ndarray, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+        return np.transpose(array, np.argsort(self.order))
+
+    def describe(self) -> dict[str, Any]:
+        return {"name": "transpose", "configuration": {"order": list(self.order)}}
+
+
+@dataclass(frozen=True)
+class NumcodecsArrayCodec:
+    """A numcodecs filter (delta, fixedscaleoffset, astype, ...) used as v3 array->array."""
+
+    codec: Codec
+    name: str
+
+    def encoded_representation(self, shape: tuple[int, ...], dtype: np.dtype) -> tuple[tuple[int, ...], np.dtype]:
+        config = self.codec.get_config()
+        encoded = config.get("astype") or config.get("encode_dtype") or dtype
+        return shape, np.dtype(encoded)
+
+    def decode(self, array: np.ndarray, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+        try:
+            out = self.codec.decode(np.ascontiguousarray(array))
+        except Exception as exc:
+            raise ChunkError(f"{self.name} cannot decode: {type(exc).__name__}: {exc}") from exc
+        return view_as_chunk(np.asarray(out).astype(dtype, copy=False), shape, dtype)
+
+    def describe(self) -> dict[str, Any]:
+        config = self.codec.get_config()
+        config.pop("id", None)
+        return {"name": self.name, "configuration": config}
+
+
+@dataclass(frozen=True)
+class NumcodecsBytesCodec:
+    """blosc, gzip, zstd, crc32c and the `numcodecs.*` bytes->bytes codecs."""
+
+    codec: Codec
+    name: str
+    config: dict[str, Any] = field(default_factory=dict)
+
+    def decode(self, data: Any, limit: int) -> memoryview:
+        try:
+            return decode_bytes(self.codec, data, limit)
+        except ChunkError:
+            raise
+        except Exception as exc:
+            raise ChunkError(f"{self.name} cannot decode: {type(exc).__name__}: {exc}") from exc
+
+    def describe(self) -> dict[str, Any]:
+        return {"name": self.name, "configuration": self.config}
+
+
+@dataclass(frozen=True)
+class V3ChunkCodec:
+    """The v3 pipeline: array->array codecs, one array->bytes, bytes->bytes codecs."""
+
+    array_codecs: tuple[ArrayToArray, ...]
+    array_bytes: ArrayToBytes
+    bytes_codecs: tuple[NumcodecsBytesCodec, ...]
+
+    def decode(self, data: bytes, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+        representations = [(shape, dtype)]
+        for codec in self.array_codecs:
+            representations.append(codec.encoded_representation(*representations[-1]))
+        encoded_shape, encoded_dtype = representations[-1]
+        limit = output_bound(int(np.prod(encoded_shape, dtype=np.int64)) * encoded_dtype.itemsize)
+        buf: Any = data
+        for codec in reversed(self.bytes_codecs):
+            buf = codec.decode(buf, limit)
+        array = self.array_bytes.decode(buf, encoded_shape, encoded_dtype)
+        for codec, (rep_shape, rep_dtype) in zip(
+            reversed(self.array_codecs), reversed(representations[:-1]), strict=True
+        ):
+            array = codec.decode(array, rep_shape, rep_dtype)
+        return array
+
+    def describe(self) -> list[dict[str, Any]]:
+        return (
+            [c.describe() for c in self.array_codecs]
+            + [self.array_bytes.describe()]
+            + [c.describe() for c in self.bytes_codecs]
+        )

@@ -1,0 +1,329 @@
+"""TIFF virtual files: tifffile writes the structure, the element region stays virtual.
+
+An N-D array becomes a stack of 2-D pages: the last two dimensions are one
+page (0-d is 1x1, 1-D is one row), the leading dimensions in C order give the
+page sequence. Every page is uncompressed, single-sample, one strip (so the
+array's bytes need no reordering), NewSubfileType 0 (GDAL treats 1 as an
+overview).
+
+tifffile writes the file into `_SparseFile`, which keeps what is written and
+only the extent of what is skipped: tifffile reserves the pixel data with a
+seek (`data=None`), so building the layout of a 100 GB array costs a few
+small writes. tifffile puts all pixel data of an uncompressed series right
+after the first IFD and the other IFDs after the data, which is exactly the
+`header + region + trailer` shape of a `Layout`:
+
+* header: file header, IFD0 and its out-of-line values (ImageDescription,
+  resolutions), padding to tifffile's 16-byte data alignment;
+* region: the planes back to back, `a.tobytes()`;
+* trailer: IFD1 ... IFDn-1 (empty for a single page or ImageJ's > 4 GiB form).
+
+Arrays of 3 or more dimensions carry an ImageJ hyperstack ImageDescription
+(`images`, `channels`/`slices`/`frames`). It is kept for every dtype, also
+those ImageJ cannot show (64-bit, complex, float16): it only states geometry,
+which is true whatever the dtype; tifffile and Bio-Formats read the N-D
+shape from it, and ImageJ refuses such files for their pixel type, not for
+the description.
+
+Classic TIFF offsets are 32-bit. When the stack does not fit:
+
+* `tiff_layout` follows ImageJ's own convention: a classic file with only
+  IFD0, `images=n`, and all planes contiguous past 4 GiB (ImageJ and tifffile
+  read it; libtiff and GDAL see the first plane only). It is offered only for
+  the dtypes ImageJ shows faithfully (uint8/bool, uint16, int16, float32),
+  since for any other dtype nobody would read it whole;
+* `bigtiff_layout` gives a BigTIFF with one IFD per plane (libtiff, GDAL,
+  tifffile, Bio-Formats). Below 4 GiB it returns None: the classic file
+  serves everyone.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+import os
+from dataclasses import dataclass
+from typing import Any
+
+import numpy
+import tifffile
+
+from zarrfs.formats.base import Layout
+
+# (kind, itemsize) pairs TIFF stores with BitsPerSample/SampleFormat as they
+# are in memory; complex is SampleFormat 6 (IEEE complex), whole item per sample.
+_SAMPLE_TYPES = frozenset(
+    [("u", n) for n in (1, 2, 4, 8)]
+    + [("i", n) for n in (1, 2, 4, 8)]
+    + [("f", n) for n in (2, 4, 8)]
+    + [("c", n) for n in (8, 16)]
+)
+
+# Pixel types ImageJ 1.x shows without conversion; ImageJ reads int8 as
+# unsigned and (u)int32 as float, so these are also the only ones tifffile's
+# ImageJ writer accepts (its `dtype.char` check is 'BHhf').
+_IMAGEJ_CHARS = frozenset("BHhf")
+
+# Dimension names that say which ImageJ axis a leading dimension is.
+_AXIS_NAMES = {
+    "t": "T",
+    "time": "T",
+    "frame": "T",
+    "frames": "T",
+    "z": "Z",
+    "slice": "Z",
+    "slices": "Z",
+    "c": "C",
+    "ch": "C",
+    "channel": "C",
+    "channels": "C",
+}
+_IMAGEJ_ORDER = "TZC"  # slowest to fastest: ImageJ stack index = (t*Z + z)*C + c
+
+# Upper bound of what one page adds besides pixel data (IFD0 with the
+# description, file header, alignment included): tifffile's IFDs are ~200
+# bytes here. Used only to decide, before writing, whether a classic file fits.
+_IFD_BOUND = 512
+_CLASSIC_LIMIT = 2**32
+
+# Every IFD is a few hundred bytes held in memory (and written in a Python
+# loop by tifffile): beyond this many planes a TIFF is no container for the
+# array (e.g. shape (10**6, 3, 2)), and header/trailer memory must stay small.
+MAX_PAGES = 2**16
+
+
+@dataclass(frozen=True)
+class _Stack:
+    """An array seen as ImageJ's TZC-ordered stack of 2-D planes."""
+
+    frames: int
+    slices: int
+    channels: int
+    height: int
+    width: int
+    dtype: numpy.dtype  # sample type in the array's byte order (bool -> uint8)
+    described: bool  # ndim >= 3: the file carries an ImageJ description
+
+    @property
+    def pages(self) -> int:
+        return self.frames * self.slices * self.channels
+
+    @property
+    def plane_nbytes(self) -> int:
+        return self.height * self.width * self.dtype.itemsize
+
+    @property
+    def data_nbytes(self) -> int:
+        return self.pages * self.plane_nbytes
+
+    @property
+    def byteorder(self) -> str:
+        # dtype.str spells native order explicitly; '|' (1-byte) is either.
+        return ">" if self.dtype.str[0] == ">" else "<"
+
+    def fits_classic(self) -> bool:
+        """Whether every IFD and strip offset of a full classic TIFF fits in 32 bits."""
+        return self.data_nbytes + self.pages * _IFD_BOUND <= _CLASSIC_LIMIT
+
+
+def tiff_layout(
+    shape: tuple[int, ...],
+    dtype: numpy.dtype,
+    dimension_names: tuple[str | None, ...] | None = None,
+) -> Layout | None:
+    """Layout of a classic TIFF (ImageJ hyperstack for ndim >= 3) over the array.
+
+    Returns None when TIFF cannot hold the dtype (structured, strings,
+    datetime, object, float128...), when a dimension is 0 (a TIFF page cannot
+    be empty), when there are more than `MAX_PAGES` planes, and when the
+    stack passes 4 GiB unless ImageJ's single-IFD convention applies (more
+    than one plane, each under 4 GiB, dtype uint8/bool/uint16/int16/float32);
+    `bigtiff_layout` then gives the file for everyone else.
+    """
+    stack = _stack(shape, dtype, dimension_names)
+    if stack is None:
+        return None
+    if stack.fits_classic():
+        return _build(stack, bigtiff=False, imagej_truncated=False)
+    if (
+        stack.pages > 1
+        and stack.plane_nbytes + _IFD_BOUND <= _CLASSIC_LIMIT
+        and stack.dtype.char in _IMAGEJ_CHARS
+    ):
+        return _build(stack, bigtiff=False, imagej_truncated=True)
+    return None
+
+
+def bigtiff_layout(
+    shape: tuple[int, ...],
+    dtype: numpy.dtype,
+    dimension_names: tuple[str | None, ...] | None = None,
+) -> Layout | None:
+    """Layout of a BigTIFF with one IFD per plane, only when a classic TIFF cannot hold them all.
+
+    None when the classic file holds every plane with its own IFD (under
+    4 GiB), and for dtypes and shapes TIFF cannot hold at all (see
+    `tiff_layout`; a single plane past 4 GiB is fine here, a width or height
+    of 2**32 or more is not).
+    """
+    stack = _stack(shape, dtype, dimension_names)
+    if stack is None or stack.fits_classic():
+        return None
+    return _build(stack, bigtiff=True, imagej_truncated=False)
+
+
+def _stack(
+    shape: tuple[int, ...],
+    dtype: numpy.dtype,
+    dimension_names: tuple[str | None, ...] | None,
+) -> _Stack | None:
+    """The array as a page stack, or None when TIFF cannot represent it."""
+    sample = _sample_dtype(numpy.dtype(dtype))
+    if sample is None or 0 in shape:
+        return None
+    if dimension_names is not None and len(dimension_names) != len(shape):
+        raise ValueError(f"{len(dimension_names)} dimension names for {len(shape)} dimensions")
+    height, width = ((1, 1) + tuple(shape))[-2:]
+    leading = tuple(shape[:-2])
+    names = None if dimension_names is None else tuple(dimension_names[:-2])
+    frames, slices, channels = _hyperstack(leading, names)
+    stack = _Stack(frames, slices, channels, height, width, sample, described=bool(leading))
+    # ImageWidth/ImageLength are 32-bit even in BigTIFF.
+    if stack.pages > MAX_PAGES or max(height, width) >= 2**32:
+        return None
+    return stack
+
+
+def _sample_dtype(dtype: numpy.dtype) -> numpy.dtype | None:
+    """The TIFF sample type for `dtype` (same byte order), or None if TIFF has none."""
+    if dtype.fields is not None or dtype.subdtype is not None:
+        return None
+    if dtype.kind == "b":
+        # bool is stored as bytes 0/1 already: present it as uint8, not as
+        # tifffile's packed 1-bit (bilevel) image.
+        return numpy.dtype("u1")
+    if (dtype.kind, dtype.itemsize) not in _SAMPLE_TYPES:
+        return None
+    return dtype
+
+
+def _hyperstack(
+    leading: tuple[int, ...], names: tuple[str | None, ...] | None
+) -> tuple[int, int, int]:
+    """(frames, slices, channels) for the leading dimensions.
+
+    C order makes the last leading dimension the fastest-changing plane
+    index, and ImageJ's plane order is channel fastest, then slice, then
+    frame. So names map to T/Z/C only when each names a distinct axis and
+    they appear in T, Z, C order; anything else is one run of slices.
+    """
+    axes = [_AXIS_NAMES.get(name.lower()) if name else None for name in names or ()]
+    if leading and len(axes) == len(leading) and None not in axes:
+        positions = [_IMAGEJ_ORDER.index(axis) for axis in axes]
+        if all(a < b for a, b in zip(positions, positions[1:])):
+            sizes = dict(zip(axes, leading))
+            return sizes.get("T", 1), sizes.get("Z", 1), sizes.get("C", 1)
+    return 1, math.prod(leading), 1
+
+
+def _build(stack: _Stack, *, bigtiff: bool, imagej_truncated: bool) -> Layout:
+    """Let tifffile write the file without pixel data and cut it around the region."""
+    sink = _SparseFile()
+    extra: dict[str, Any]
+    if imagej_truncated:
+        # Only tifffile's ImageJ writer can write IFD0 alone (`truncate`).
+        writer = tifffile.TiffWriter(sink, byteorder=stack.byteorder, imagej=True)
+        shape: tuple[int, ...] = (stack.frames, stack.slices, stack.channels)
+        extra = {"metadata": {"axes": "TZCYX"}, "truncate": True}
+    else:
+        writer = tifffile.TiffWriter(
+            sink, bigtiff=bigtiff, byteorder=stack.byteorder, shaped=False, ome=False
+        )
+        shape = (stack.pages,)
+        # metadata=None: no tifffile JSON, the description (if any) is ImageJ's.
+        extra = {"metadata": None, "description": _description(stack)}
+    with writer:
+        offset = writer.write(
+            shape=shape + (stack.height, stack.width),
+            dtype=stack.dtype,
+            photometric="minisblack",  # never guess RGB from a width of 3 or 4
+            subfiletype=0,
+            software=False,
+            returnoffset=True,
+            **extra,
+        )
+    return _cut(sink, stack, offset)
+
+
+def _description(stack: _Stack) -> str | None:
+    """ImageJ hyperstack description for stacks of ndim >= 3, else none."""
+    if not stack.described:
+        return None
+    shape = (stack.frames, stack.slices, stack.channels, stack.height, stack.width)
+    return tifffile.imagej_description(shape, axes="TZCYX")
+
+
+def _cut(sink: _SparseFile, stack: _Stack, offset: tuple[int, int] | None) -> Layout:
+    """Split the written file into header, region and trailer, checking the region."""
+    # returnoffset gives (first strip offset, bytes of one page); tifffile
+    # returns it only when the data are one contiguous block.
+    if offset is None or offset[1] != stack.plane_nbytes:
+        raise RuntimeError(f"tifffile did not write contiguous planes: {offset}")
+    start = offset[0]
+    stop = start + stack.data_nbytes
+    if stop > sink.size or not sink.only_zeros_within(start, stop):
+        raise RuntimeError("tifffile wrote structure inside the pixel region")
+    return Layout(sink.getrange(0, start), stack.data_nbytes, sink.getrange(stop, sink.size))
+
+
+class _SparseFile(io.RawIOBase):
+    """Seekable write-only file keeping the bytes written and the extent of the rest.
+
+    tifffile reserves pixel data with seek (plus one NUL at the end), so a
+    file of any size costs only the structure it writes.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._pos = 0
+        self.size = 0
+        self._writes: list[tuple[int, bytes]] = []
+
+    def writable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self._pos
+
+    def seek(self, offset: int, whence: int = os.SEEK_SET) -> int:
+        base = {os.SEEK_SET: 0, os.SEEK_CUR: self._pos, os.SEEK_END: self.size}[whence]
+        self._pos = base + offset
+        return self._pos
+
+    def write(self, data: bytes | bytearray | memoryview) -> int:
+        chunk = bytes(data)
+        self._writes.append((self._pos, chunk))
+        self._pos += len(chunk)
+        self.size = max(self.size, self._pos)
+        return len(chunk)
+
+    def getrange(self, start: int, stop: int) -> bytes:
+        """File bytes [start, stop): later writes win, never-written bytes are 0."""
+        out = bytearray(stop - start)
+        for pos, chunk in self._writes:
+            lo, hi = max(pos, start), min(pos + len(chunk), stop)
+            if lo < hi:
+                # memoryview: the BigTIFF trailer is one write of megabytes
+                out[lo - start : hi - start] = memoryview(chunk)[lo - pos : hi - pos]
+        return bytes(out)
+
+    def only_zeros_within(self, start: int, stop: int) -> bool:
+        """Whether every byte written inside [start, stop) is 0."""
+        for pos, chunk in self._writes:
+            lo, hi = max(pos, start), min(pos + len(chunk), stop)
+            if lo < hi and chunk[lo - pos : hi - pos].count(0) != hi - lo:
+                return False
+        return True

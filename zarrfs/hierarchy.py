@@ -1,0 +1,326 @@
+"""Find the nodes of a Zarr hierarchy: format detection and one dialect per layout.
+
+A dialect answers two questions about a logical node path: what is there
+(`node`), and which child names might be nodes (`child_names`). Everything is
+read from metadata keys only, never from chunks. Consolidated metadata, when
+present, answers both without further requests.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from .errors import MetadataError, NotFoundError, NotZarrError, ZarrfsError
+from .metadata.draft import parse_seed_array, parse_zp2_array
+from .metadata.model import ArrayMeta, GroupMeta, join_key, parse_json, require_object
+from .metadata.v2 import parse_v1_array, parse_v2_array
+from .metadata.v3 import check_must_understand, parse_v3_array
+from .store import Store
+
+log = logging.getLogger(__name__)
+
+Node = ArrayMeta | GroupMeta
+
+
+def valid_node_name(name: str) -> bool:
+    """A child name that may become a path component (spec node-name rules)."""
+    if not name or name in (".", "..") or "/" in name or "\\" in name or "\x00" in name:
+        return False
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:  # undecodable bytes from a local listing (surrogates)
+        return False
+    return True
+
+
+class Dialect(Protocol):
+    zarr_format: str
+
+    def node(self, path: str) -> Node | None: ...
+
+    def child_names(self, path: str) -> list[str]: ...
+
+
+def _get_json(store: Store, key: str) -> Any | None:
+    raw = store.get(key)
+    return None if raw is None else parse_json(raw, f"{store.display_name}: {key}")
+
+
+def _attributes(doc: Any, where: str) -> dict[str, Any]:
+    if doc is None:
+        return {}
+    if not isinstance(doc, dict):
+        raise MetadataError(f"{where}: attributes must be a JSON object")
+    return doc
+
+
+# ------------------------------------------------------------------------ v2
+
+
+class V2Dialect:
+    zarr_format = "2"
+
+    def __init__(self, store: Store, consolidated: dict[str, Any] | None) -> None:
+        self.store = store
+        self.consolidated = consolidated
+
+    def _doc(self, key: str) -> Any | None:
+        if self.consolidated is not None and key in self.consolidated:
+            return self.consolidated[key]
+        return _get_json(self.store, key)
+
+    def node(self, path: str) -> Node | None:
+        where = f"{self.store.display_name}: /{path}"
+        zarray = self._doc(join_key(path, ".zarray"))
+        if zarray is not None:
+            attrs = _attributes(self._doc(join_key(path, ".zattrs")), where)
+            return parse_v2_array(zarray, path, path, attrs, where)
+        zgroup = self._doc(join_key(path, ".zgroup"))
+        if zgroup is not None:
+            require_object(zgroup, where)
+            return GroupMeta(path, "2", _attributes(self._doc(join_key(path, ".zattrs")), where))
+        return None
+
+    def child_names(self, path: str) -> list[str]:
+        if self.consolidated is not None:
+            prefix = path + "/" if path else ""
+            names = set()
+            for key in self.consolidated:
+                rest = key[len(prefix):] if key.startswith(prefix) else None
+                if rest and rest.count("/") == 1 and rest.endswith(("/.zarray", "/.zgroup")):
+                    names.add(rest.split("/")[0])
+            return sorted(names)
+        dirs, _ = self.store.listdir(path)
+        return sorted(d for d in dirs if not d.startswith("."))
+
+
+class V1Dialect:
+    """A v1 store is one array at the store root."""
+
+    zarr_format = "1"
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    def node(self, path: str) -> Node | None:
+        if path:
+            return None
+        where = f"{self.store.display_name}: meta"
+        attrs = _attributes(_get_json(self.store, "attrs"), where)
+        return parse_v1_array(_get_json(self.store, "meta"), attrs, where)
+
+    def child_names(self, path: str) -> list[str]:
+        return []
+
+
+# ------------------------------------------------------------------------ v3
+
+
+_GROUP_KEYS = {"zarr_format", "node_type", "attributes", "consolidated_metadata"}
+
+
+class V3Dialect:
+    zarr_format = "3"
+
+    def __init__(self, store: Store, root_doc: dict[str, Any]) -> None:
+        self.store = store
+        self.consolidated = self._consolidated(root_doc)
+
+    @staticmethod
+    def _consolidated(root_doc: dict[str, Any]) -> dict[str, Any] | None:
+        block = root_doc.get("consolidated_metadata")
+        if isinstance(block, dict) and isinstance(block.get("metadata"), dict):
+            return {**block["metadata"], "": root_doc}
+        return None
+
+    def _doc(self, path: str) -> Any | None:
+        if self.consolidated is not None and path in self.consolidated:
+            return self.consolidated[path]
+        return _get_json(self.store, join_key(path, "zarr.json"))
+
+    def node(self, path: str) -> Node | None:
+        where = f"{self.store.display_name}: /{path}"
+        doc = self._doc(path)
+        if doc is None:
+            return None
+        doc = require_object(doc, where)
+        if doc.get("zarr_format") != 3:
+            raise MetadataError(f"{where}: zarr_format must be 3, got {doc.get('zarr_format')!r}")
+        node_type = doc.get("node_type")
+        if node_type == "array":
+            return parse_v3_array(doc, path, path, where)
+        if node_type == "group":
+            check_must_understand(doc, _GROUP_KEYS, where)
+            return GroupMeta(path, "3", _attributes(doc.get("attributes"), where))
+        raise MetadataError(f"{where}: node_type must be 'array' or 'group', got {node_type!r}")
+
+    def child_names(self, path: str) -> list[str]:
+        if self.consolidated is not None:
+            prefix = path + "/" if path else ""
+            return sorted({k[len(prefix):] for k in self.consolidated
+                           if k and k.startswith(prefix) and "/" not in k[len(prefix):]})
+        dirs, _ = self.store.listdir(path)
+        return sorted(d for d in dirs if not d.startswith("__"))
+
+
+# --------------------------------------------------------------- v3 drafts
+
+
+class Zp2DraftDialect:
+    """zarr-python 2.12-2.18 `ZARR_V3_EXPERIMENTAL_API`: `meta/root/<path>.array.json`."""
+
+    zarr_format = "3-draft-zp2"
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    def _meta_key(self, path: str, kind: str) -> str:
+        return f"meta/root.{kind}.json" if not path else f"meta/root/{path}.{kind}.json"
+
+    def node(self, path: str) -> Node | None:
+        where = f"{self.store.display_name}: /{path}"
+        doc = _get_json(self.store, self._meta_key(path, "array"))
+        if doc is not None:
+            return parse_zp2_array(doc, path, where)
+        doc = _get_json(self.store, self._meta_key(path, "group"))
+        if doc is not None:
+            return GroupMeta(path, self.zarr_format, _attributes(require_object(doc, where).get("attributes"), where))
+        dirs, files = self.store.listdir(join_key("meta/root", path))
+        if dirs or files:  # implicit group: only its descendants exist
+            return GroupMeta(path, self.zarr_format, {})
+        return None
+
+    def child_names(self, path: str) -> list[str]:
+        return _draft_children(self.store, join_key("meta/root", path))
+
+
+class SeedDraftDialect:
+    """The seed's 2022 editor's draft: `meta/<path>.array.json`, root `meta/array.json`."""
+
+    zarr_format = "3-draft-seed"
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    def node(self, path: str) -> Node | None:
+        where = f"{self.store.display_name}: /{path}"
+        doc = _get_json(self.store, f"meta/{path}.array.json" if path else "meta/array.json")
+        if doc is not None:
+            return parse_seed_array(doc, path, where)
+        doc = _get_json(self.store, f"meta/{path}.group.json" if path else "meta/group.json")
+        if doc is not None:
+            return GroupMeta(path, self.zarr_format, _attributes(require_object(doc, where).get("attributes"), where))
+        # Groups may be implicit: implied by descendants, the root always.
+        if not path or any(self.store.listdir(f"meta/{path}")):
+            return GroupMeta(path, self.zarr_format, {})
+        return None
+
+    def child_names(self, path: str) -> list[str]:
+        names = _draft_children(self.store, join_key("meta", path))
+        return [n for n in names if path or n not in ("array", "group")]
+
+
+def _draft_children(store: Store, meta_prefix: str) -> list[str]:
+    dirs, files = store.listdir(meta_prefix)
+    names = set(dirs)
+    for name in files:
+        for suffix in (".array.json", ".group.json"):
+            if name.endswith(suffix):
+                names.add(name[: -len(suffix)])
+    return sorted(names)
+
+
+# ----------------------------------------------------------------- detection
+
+
+def detect(store: Store) -> Dialect:
+    """The dialect of the hierarchy at the store root (formats.md §0)."""
+    where = store.display_name
+    zarr_json = _get_json(store, "zarr.json")
+    if zarr_json is not None:
+        doc = require_object(zarr_json, f"{where}: zarr.json")
+        version = doc.get("zarr_format")
+        if version == 3:
+            return V3Dialect(store, doc)
+        if isinstance(version, str) and version.rstrip("/").endswith("protocol/core/3.0"):
+            return Zp2DraftDialect(store)
+        if isinstance(version, str) and version.rstrip("/").endswith("core/3.0"):
+            return SeedDraftDialect(store)
+        raise MetadataError(f"{where}: zarr.json has an unknown zarr_format {version!r}")
+    zmetadata = _get_json(store, ".zmetadata")
+    if zmetadata is not None:
+        consolidated = require_object(zmetadata, f"{where}: .zmetadata").get("metadata")
+        if isinstance(consolidated, dict):
+            return V2Dialect(store, consolidated)
+        log.warning("%s: .zmetadata has no 'metadata' object; listing the store instead", where)
+    if store.get(".zarray") is not None or store.get(".zgroup") is not None:
+        return V2Dialect(store, None)
+    meta = _get_json(store, "meta")
+    if isinstance(meta, dict) and meta.get("zarr_format") == 1:
+        return V1Dialect(store)
+    raise NotZarrError(
+        f"{where}: not a Zarr hierarchy (no zarr.json, .zarray, .zgroup, .zmetadata or v1 meta at its root)"
+    )
+
+
+@dataclass(frozen=True)
+class Child:
+    name: str
+    node: Node | None  # None when `error` says why it cannot be served
+    error: ZarrfsError | None = None
+
+
+class Hierarchy:
+    """The nodes of one store, discovered lazily and remembered while mounted."""
+
+    def __init__(self, store: Store, dialect: Dialect | None = None) -> None:
+        self.store = store
+        self.dialect = dialect or detect(store)
+        self._lock = threading.Lock()
+        self._nodes: dict[str, Node] = {}
+        self._children: dict[str, list[Child]] = {}
+
+    @property
+    def zarr_format(self) -> str:
+        return self.dialect.zarr_format
+
+    def root(self) -> Node:
+        return self.node("")
+
+    def node(self, path: str) -> Node:
+        with self._lock:
+            cached = self._nodes.get(path)
+        if cached is not None:
+            return cached
+        found = self.dialect.node(path)
+        if found is None:
+            raise NotFoundError(f"{self.store.display_name}: no Zarr node at /{path}")
+        with self._lock:
+            self._nodes[path] = found
+        return found
+
+    def children(self, path: str) -> list[Child]:
+        """The child nodes of group `path`; a broken child carries its error."""
+        with self._lock:
+            cached = self._children.get(path)
+        if cached is not None:
+            return cached
+        children: list[Child] = []
+        for name in self.dialect.child_names(path):
+            if not valid_node_name(name):
+                log.warning("%s: /%s: skipping child %r: not a valid node name", self.store.display_name, path, name)
+                continue
+            child_path = join_key(path, name)
+            try:
+                children.append(Child(name, self.node(child_path)))
+            except NotFoundError:
+                continue  # a directory that is not a node (e.g. chunk folders)
+            except ZarrfsError as exc:
+                log.warning("%s", exc)
+                children.append(Child(name, None, exc))
+        with self._lock:
+            self._children[path] = children
+        return children

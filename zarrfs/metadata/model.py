@@ -1,0 +1,156 @@
+"""One frozen description of an array or group, whatever Zarr version wrote it."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..codecs import ChunkCodec
+from ..errors import MetadataError
+
+# A chunk key function maps grid coordinates to the store key of that chunk.
+ChunkKeyFn = Callable[[tuple[int, ...]], str]
+# int64 bounds every size (numpy indexing, st_size).
+MAX_BYTES = 2**63 - 1
+
+
+@dataclass(frozen=True, eq=False)
+class ArrayMeta:
+    path: str  # logical path inside the hierarchy, '' for the root
+    zarr_format: str  # "1", "2", "3", "3-draft-seed", "3-draft-zp2"
+    shape: tuple[int, ...]
+    dtype: np.dtype  # explicit byte order: the order the virtual files expose
+    chunk_shape: tuple[int, ...]  # shape of one stored object (a shard if sharded)
+    fill_value: np.ndarray  # 0-d, of `dtype`
+    codec: ChunkCodec  # decodes one stored object
+    chunk_key: ChunkKeyFn
+    attributes: dict[str, Any] = field(default_factory=dict)
+    dimension_names: tuple[str | None, ...] | None = None
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def nbytes(self) -> int:
+        return math.prod(self.shape) * self.dtype.itemsize
+
+    @property
+    def grid_shape(self) -> tuple[int, ...]:
+        return tuple(-(-s // c) for s, c in zip(self.shape, self.chunk_shape, strict=True))
+
+    def describe(self) -> dict[str, Any]:
+        """JSON-able summary: `zarrfs tree --json` and the `.json` virtual file."""
+        from ..sharding import ShardingCodec
+
+        sharding = getattr(self.codec, "array_bytes", None)
+        return {
+            "node_type": "array",
+            "path": "/" + self.path,
+            "zarr_format": self.zarr_format,
+            "shape": list(self.shape),
+            "dtype": dtype_json(self.dtype),
+            "chunk_shape": list(sharding.chunk_shape) if isinstance(sharding, ShardingCodec) else list(self.chunk_shape),
+            "shard_shape": list(self.chunk_shape) if isinstance(sharding, ShardingCodec) else None,
+            "codecs": self.codec.describe(),
+            "fill_value": fill_json(self.fill_value),
+            "dimension_names": list(self.dimension_names) if self.dimension_names else None,
+            "nbytes": self.nbytes,
+            "attributes": self.attributes,
+        }
+
+
+@dataclass(frozen=True, eq=False)
+class GroupMeta:
+    path: str
+    zarr_format: str
+    attributes: dict[str, Any] = field(default_factory=dict)
+
+    def describe(self) -> dict[str, Any]:
+        return {"node_type": "group", "path": "/" + self.path, "zarr_format": self.zarr_format,
+                "attributes": self.attributes}
+
+
+def dtype_json(dtype: np.dtype) -> Any:
+    return dtype.descr if dtype.fields is not None else dtype.str
+
+
+def fill_json(fill: np.ndarray) -> Any:
+    """The fill value as plain JSON (NaN/Infinity as strings, bytes as lists)."""
+    value = fill.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+    if isinstance(value, complex):
+        return [fill_json(np.array(value.real)), fill_json(np.array(value.imag))]
+    if isinstance(value, (bytes, tuple)) or fill.dtype.kind in "VMm":
+        return list(fill.tobytes())
+    return value
+
+
+# --------------------------------------------------------- shared validation
+
+
+def parse_json(raw: bytes, where: str) -> Any:
+    """JSON as real writers emit it (bare NaN/Infinity accepted)."""
+    try:
+        return json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise MetadataError(f"{where}: invalid JSON: {exc}") from exc
+    except RecursionError as exc:
+        raise MetadataError(f"{where}: JSON nested too deeply") from exc
+
+
+def require(doc: dict[str, Any], key: str, kind: type | tuple[type, ...], where: str) -> Any:
+    if key not in doc:
+        raise MetadataError(f"{where}: required field {key!r} is missing")
+    value = doc[key]
+    if not isinstance(value, kind) or (isinstance(value, bool) and bool not in _as_tuple(kind)):
+        raise MetadataError(f"{where}: field {key!r} has the wrong type ({type(value).__name__})")
+    return value
+
+
+def _as_tuple(kind: type | tuple[type, ...]) -> tuple[type, ...]:
+    return kind if isinstance(kind, tuple) else (kind,)
+
+
+def require_object(doc: Any, where: str) -> dict[str, Any]:
+    if not isinstance(doc, dict):
+        raise MetadataError(f"{where}: metadata must be a JSON object, got {type(doc).__name__}")
+    return doc
+
+
+def parse_shape(value: Any, name: str, where: str, *, positive: bool) -> tuple[int, ...]:
+    if not isinstance(value, list) or not all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+        raise MetadataError(f"{where}: {name} must be a list of integers, got {value!r}")
+    low = 1 if positive else 0
+    if any(v < low for v in value):
+        raise MetadataError(f"{where}: {name} {value} has a value below {low}")
+    if any(v > MAX_BYTES for v in value):
+        raise MetadataError(f"{where}: {name} {value} overflows int64")
+    return tuple(value)
+
+
+def check_sizes(shape: tuple[int, ...], chunks: tuple[int, ...], dtype: np.dtype, where: str) -> None:
+    if len(shape) != len(chunks):
+        raise MetadataError(f"{where}: shape {list(shape)} and chunk shape {list(chunks)} differ in rank")
+    if math.prod(shape) * dtype.itemsize > MAX_BYTES:
+        raise MetadataError(f"{where}: shape {list(shape)} of {dtype} is more than 2**63 bytes")
+    if math.prod(chunks) * dtype.itemsize > MAX_BYTES:
+        raise MetadataError(f"{where}: chunk shape {list(chunks)} of {dtype} is more than 2**63 bytes")
+
+
+def parse_dimension_names(value: Any, ndim: int, where: str) -> tuple[str | None, ...] | None:
+    if value is None:
+        return None
+    if not isinstance(value, list) or len(value) != ndim or not all(v is None or isinstance(v, str) for v in value):
+        raise MetadataError(f"{where}: dimension_names must be {ndim} strings or nulls, got {value!r}")
+    return tuple(value)
+
+
+def join_key(prefix: str, key: str) -> str:
+    return f"{prefix}/{key}" if prefix else key

@@ -1,0 +1,120 @@
+"""Zarr v1 (`meta`) and v2 (`.zarray`) array documents."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from numcodecs.abc import Codec
+
+from ..codecs import V2ChunkCodec, numcodecs_codec
+from ..errors import MetadataError, UnsupportedError
+from .dtypes import explicit_byte_order, fill_array, parse_typestr
+from .model import ArrayMeta, ChunkKeyFn, check_sizes, join_key, parse_shape, require, require_object
+
+
+def v2_chunk_key(prefix: str, separator: str) -> ChunkKeyFn:
+    def key(coords: tuple[int, ...]) -> str:
+        return join_key(prefix, separator.join(map(str, coords)) if coords else "0")
+
+    return key
+
+
+def parse_v2_array(doc: Any, path: str, prefix: str, attributes: dict[str, Any], where: str) -> ArrayMeta:
+    """`.zarray` of the node at `path`, whose keys start with `prefix`."""
+    doc = require_object(doc, where)
+    if doc.get("zarr_format") != 2:
+        raise MetadataError(f"{where}: zarr_format must be 2, got {doc.get('zarr_format')!r}")
+    shape = parse_shape(require(doc, "shape", list, where), "shape", where, positive=False)
+    chunks = parse_shape(require(doc, "chunks", list, where), "chunks", where, positive=True)
+    dtype = explicit_byte_order(parse_typestr(doc.get("dtype"), where))
+    check_sizes(shape, chunks, dtype, where)
+    order = doc.get("order", "C")
+    if order not in ("C", "F"):
+        raise MetadataError(f"{where}: order must be 'C' or 'F', got {order!r}")
+    separator = doc.get("dimension_separator", ".")
+    if separator not in (".", "/"):
+        raise MetadataError(f"{where}: dimension_separator must be '.' or '/', got {separator!r}")
+    compressor = _codec_or_none(doc.get("compressor"), where)
+    filters = _filters(doc.get("filters"), where)
+    return ArrayMeta(
+        path=path,
+        zarr_format="2",
+        shape=shape,
+        dtype=dtype,
+        chunk_shape=chunks,
+        fill_value=fill_array(dtype, doc.get("fill_value"), where),
+        codec=V2ChunkCodec(compressor, filters, order),
+        chunk_key=v2_chunk_key(prefix, separator),
+        attributes=attributes,
+        dimension_names=_xarray_dimensions(attributes, len(shape)),
+    )
+
+
+def _codec_or_none(config: Any, where: str) -> Codec | None:
+    if config is None:
+        return None
+    if not isinstance(config, dict):
+        raise MetadataError(f"{where}: compressor must be an object or null, got {config!r}")
+    return numcodecs_codec(config, where)
+
+
+def _filters(value: Any, where: str) -> tuple[Codec, ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, list) or not all(isinstance(f, dict) for f in value):
+        raise MetadataError(f"{where}: filters must be a list of codec objects or null")
+    return tuple(numcodecs_codec(f, where) for f in value)
+
+
+def _xarray_dimensions(attributes: dict[str, Any], ndim: int) -> tuple[str | None, ...] | None:
+    """xarray keeps v2 dimension names in the `_ARRAY_DIMENSIONS` attribute."""
+    names = attributes.get("_ARRAY_DIMENSIONS")
+    if isinstance(names, list) and len(names) == ndim and all(isinstance(n, str) for n in names):
+        return tuple(names)
+    return None
+
+
+# ----------------------------------------------------------------- Zarr v1
+
+# v1 compression ids -> numcodecs configs (zarr 1.1.0 `compressors.py`).
+def _v1_compressor(name: Any, opts: Any, where: str) -> Codec | None:
+    if name in (None, "none"):
+        return None
+    if name == "blosc":
+        opts = opts if isinstance(opts, dict) else {}
+        return numcodecs_codec({"id": "blosc", "cname": opts.get("cname", "lz4"),
+                                "clevel": opts.get("clevel", 5), "shuffle": opts.get("shuffle", 1)}, where)
+    if name in ("zlib", "gzip"):  # 1.x "gzip" was a zlib stream; the zlib decoder sniffs both
+        return numcodecs_codec({"id": "zlib", "level": opts if isinstance(opts, int) else 1}, where)
+    if name == "bz2":
+        return numcodecs_codec({"id": "bz2", "level": opts if isinstance(opts, int) else 1}, where)
+    if name == "lzma":
+        opts = opts if isinstance(opts, dict) else {}
+        return numcodecs_codec({"id": "lzma", **opts}, where)
+    raise UnsupportedError(f"{where}: unknown v1 compression {name!r}")
+
+
+def parse_v1_array(doc: Any, attributes: dict[str, Any], where: str) -> ArrayMeta:
+    """A v1 store: `meta` at the store root, chunk keys 'i.j' at the root."""
+    doc = require_object(doc, where)
+    if doc.get("zarr_format") != 1:
+        raise MetadataError(f"{where}: zarr_format must be 1, got {doc.get('zarr_format')!r}")
+    shape = parse_shape(require(doc, "shape", list, where), "shape", where, positive=False)
+    chunks = parse_shape(require(doc, "chunks", list, where), "chunks", where, positive=True)
+    dtype = explicit_byte_order(parse_typestr(doc.get("dtype"), where))
+    check_sizes(shape, chunks, dtype, where)
+    order = doc.get("order", "C")
+    if order not in ("C", "F"):
+        raise MetadataError(f"{where}: order must be 'C' or 'F', got {order!r}")
+    compressor = _v1_compressor(doc.get("compression"), doc.get("compression_opts"), where)
+    return ArrayMeta(
+        path="",
+        zarr_format="1",
+        shape=shape,
+        dtype=dtype,
+        chunk_shape=chunks,
+        fill_value=fill_array(dtype, doc.get("fill_value"), where),
+        codec=V2ChunkCodec(compressor, (), order),
+        chunk_key=v2_chunk_key("", "."),
+        attributes=attributes,
+    )

@@ -1,0 +1,164 @@
+"""Byte ranges of an array's C-order element stream, assembled from chunks.
+
+`ArrayReader.read(start, stop)` returns exactly `a.tobytes()[start:stop]`.
+The byte range is widened to whole elements, cut into at most 2·ndim
+hyperrectangles (each a contiguous run of the output), and each box is filled
+from the read units (chunks or inner chunks) it crosses.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import math
+from collections.abc import Iterator
+from concurrent.futures import Future, wait
+from dataclasses import dataclass
+
+import numpy as np
+
+from .cache import ChunkCache
+from .chunks import ChunkSource, band_nbytes
+from .errors import StoreTimeoutError
+from .metadata.model import ArrayMeta
+
+log = logging.getLogger(__name__)
+
+Box = tuple[tuple[int, ...], tuple[int, ...]]  # (start, stop) per dimension
+
+
+def linear_boxes(first: int, last: int, shape: tuple[int, ...]) -> list[Box]:
+    """Hyperrectangles covering C-order elements [first, last), in order."""
+    if first >= last:
+        return []
+    if not shape:
+        return [((), ())]
+    row = math.prod(shape[1:])
+    sub = shape[1:]
+    r0, r1 = divmod(first, row)
+    r_last, end_in_row = divmod(last, row)
+    if r0 == r_last or (r0 + 1 == r_last and end_in_row == 0 and r1 != 0):
+        # Everything in one row of the leading axis.
+        stop = end_in_row if r0 == r_last else row
+        return [((r0, *lo), (r0 + 1, *hi)) for lo, hi in linear_boxes(r1, stop, sub)]
+    boxes: list[Box] = []
+    if r1:
+        boxes += [((r0, *lo), (r0 + 1, *hi)) for lo, hi in linear_boxes(r1, row, sub)]
+        r0 += 1
+    if r_last > r0:
+        boxes.append(((r0, *(0 for _ in sub)), (r_last, *sub)))
+    if end_in_row:
+        boxes += [((r_last, *lo), (r_last + 1, *hi)) for lo, hi in linear_boxes(0, end_in_row, sub)]
+    return boxes
+
+
+@dataclass
+class ReadStream:
+    """Per open file: where the last read ended and how far ahead to load."""
+
+    next_offset: int = -1
+    window: int = 0
+    prefetched_until: int = 0
+
+
+class ArrayReader:
+    def __init__(self, source: ChunkSource, cache: ChunkCache, *, timeout: float = 300.0,
+                 readahead_max: int | None = None) -> None:
+        self.source = source
+        self.meta: ArrayMeta = source.meta
+        self.cache = cache
+        self.timeout = timeout
+        self.itemsize = self.meta.dtype.itemsize
+        self.nbytes = self.meta.nbytes
+        self.read_shape = source.read_shape
+        self._key_prefix = ("chunk", id(self))
+        self.band_bytes = band_nbytes(self.meta, self.read_shape)
+        # Readahead starts at one band and doubles; it never claims more than
+        # half of what the cache has left after the band being read.
+        room = max(0, cache.budget_bytes - self.band_bytes) // 2
+        self.readahead_max = min(readahead_max if readahead_max is not None else room, room)
+        if self.band_bytes > cache.budget_bytes:
+            log.warning(
+                "array /%s: one band of chunks is %d MiB but the cache is %d MiB; a sequential read "
+                "will decode chunks more than once. Mount with --cache-size %dM or more.",
+                self.meta.path, self.band_bytes >> 20, cache.budget_bytes >> 20,
+                -(-2 * self.band_bytes // (1 << 20)),
+            )
+
+    # ---------------------------------------------------------------- public
+
+    def read(self, start: int, stop: int, stream: ReadStream | None = None) -> bytes:
+        stop = min(stop, self.nbytes)
+        if start >= stop:
+            return b""
+        first = start // self.itemsize
+        last = -(-stop // self.itemsize)
+        boxes = linear_boxes(first, last, self.meta.shape)
+        coords = list(dict.fromkeys(c for box in boxes for c in self._units(box)))
+        futures = dict(zip(coords, self.cache.submit([self._key(c) for c in coords], self._load), strict=True))
+        if stream is not None:
+            self._readahead(stream, start, stop)
+        done, pending = wait(futures.values(), timeout=self.timeout)
+        if pending:
+            raise StoreTimeoutError(
+                f"array /{self.meta.path}: chunks not loaded within {self.timeout:.0f} s")
+        out = np.empty(last - first, self.meta.dtype)
+        position = 0
+        for box in boxes:
+            box_shape = tuple(b - a for a, b in zip(*box, strict=True))
+            size = math.prod(box_shape)
+            self._fill_box(out[position:position + size].reshape(box_shape), box, futures)
+            position += size
+        skip = start - first * self.itemsize
+        return out.view(np.uint8)[skip:skip + (stop - start)].tobytes()
+
+    # -------------------------------------------------------------- internal
+
+    def _key(self, coords: tuple[int, ...]) -> tuple:
+        return (self._key_prefix, coords)
+
+    def _load(self, key: tuple) -> np.ndarray | None:
+        return self.source.load(key[1])
+
+    def _units(self, box: Box) -> Iterator[tuple[int, ...]]:
+        lo, hi = box
+        ranges = [range(a // c, (b - 1) // c + 1) for a, b, c in zip(lo, hi, self.read_shape, strict=True)]
+        return itertools.product(*ranges)
+
+    def _fill_box(self, target: np.ndarray, box: Box, futures: dict[tuple[int, ...], Future]) -> None:
+        lo, hi = box
+        for coords in self._units(box):
+            chunk = futures[coords].result()
+            src: list[slice] = []
+            dst: list[slice] = []
+            for c, size, a, b in zip(coords, self.read_shape, lo, hi, strict=True):
+                begin = max(a, c * size)
+                end = min(b, (c + 1) * size)
+                src.append(slice(begin - c * size, end - c * size))
+                dst.append(slice(begin - a, end - a))
+            if chunk is None:
+                target[tuple(dst)] = self.meta.fill_value
+            else:
+                target[tuple(dst)] = chunk[tuple(src)]
+
+    def _readahead(self, stream: ReadStream, start: int, stop: int) -> None:
+        """Grow the window while reads follow each other; load what lies ahead."""
+        sequential = stream.next_offset >= 0 and abs(start - stream.next_offset) <= max(4 * (stop - start), 1 << 20)
+        stream.next_offset = stop
+        if not sequential or self.readahead_max <= 0:
+            stream.window = 0
+            return
+        stream.window = min(self.readahead_max, max(self.band_bytes, 2 * stream.window) if stream.window else self.band_bytes)
+        ahead_start = max(stop, stream.prefetched_until)
+        ahead_stop = min(self.nbytes, stop + stream.window)
+        # Wait until a good part of the window is consumed before topping up,
+        # so each top-up is a batch rather than one chunk per read.
+        if ahead_stop - ahead_start < stream.window // 4 and ahead_stop < self.nbytes:
+            return
+        if ahead_start >= ahead_stop:
+            return
+        stream.prefetched_until = ahead_stop
+        first = ahead_start // self.itemsize
+        last = -(-ahead_stop // self.itemsize)
+        coords = dict.fromkeys(c for box in linear_boxes(first, last, self.meta.shape) for c in self._units(box))
+        self.cache.submit([self._key(c) for c in coords], self._load, prefetch=True)
