@@ -21,9 +21,9 @@ after the first IFD and the other IFDs after the data, which is exactly the
 Arrays of 3 or more dimensions carry an ImageJ hyperstack ImageDescription
 (`images`, `channels`/`slices`/`frames`). It is kept for every dtype, also
 those ImageJ cannot show (64-bit, complex, float16): it only states geometry,
-which is true whatever the dtype; tifffile and Bio-Formats read the N-D
-shape from it, and ImageJ refuses such files for their pixel type, not for
-the description.
+which is true whatever the dtype; tifffile reads the N-D shape from it for
+every dtype (tested), and ImageJ refuses such files for their pixel type,
+not for the description.
 
 Classic TIFF offsets are 32-bit. When the stack does not fit:
 
@@ -59,9 +59,9 @@ _SAMPLE_TYPES = frozenset(
     + [("c", n) for n in (8, 16)]
 )
 
-# Pixel types ImageJ 1.x shows without conversion; ImageJ reads int8 as
-# unsigned and (u)int32 as float, so these are also the only ones tifffile's
-# ImageJ writer accepts (its `dtype.char` check is 'BHhf').
+# Pixel types ImageJ 1.x shows as they are (uint8, uint16, int16, float32; it
+# reads int8 as unsigned and (u)int32 converted to float). tifffile's ImageJ
+# writer accepts exactly these `dtype.char`s.
 _IMAGEJ_CHARS = frozenset("BHhf")
 
 # Dimension names that say which ImageJ axis a leading dimension is.
@@ -217,12 +217,13 @@ def _hyperstack(
     frame. So names map to T/Z/C only when each names a distinct axis and
     they appear in T, Z, C order; anything else is one run of slices.
     """
-    axes = [_AXIS_NAMES.get(name.lower()) if name else None for name in names or ()]
-    if leading and len(axes) == len(leading) and None not in axes:
-        positions = [_IMAGEJ_ORDER.index(axis) for axis in axes]
-        if all(a < b for a, b in zip(positions, positions[1:])):
-            sizes = dict(zip(axes, leading))
-            return sizes.get("T", 1), sizes.get("Z", 1), sizes.get("C", 1)
+    if names:
+        axes = [_AXIS_NAMES.get(name.lower()) if name else None for name in names]
+        if None not in axes:
+            positions = [_IMAGEJ_ORDER.index(axis) for axis in axes]
+            if all(a < b for a, b in zip(positions, positions[1:])):
+                sizes = dict(zip(axes, leading))
+                return sizes.get("T", 1), sizes.get("Z", 1), sizes.get("C", 1)
     return 1, math.prod(leading), 1
 
 
