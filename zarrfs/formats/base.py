@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 
@@ -21,3 +22,21 @@ class Layout:
     @property
     def size(self) -> int:
         return len(self.header) + self.data_nbytes + len(self.trailer)
+
+    def read(self, offset: int, size: int, read_region: Callable[[int, int], bytes]) -> bytes:
+        """Bytes [offset, offset + size) of the file; `read_region(start, stop)` serves the element region."""
+        header_end = len(self.header)
+        region_end = header_end + self.data_nbytes
+        end = min(offset + size, self.size)
+        if offset >= end:
+            return b""
+        if header_end <= offset and end <= region_end:  # the common case: inside the region
+            return read_region(offset - header_end, end - header_end)
+        parts = []
+        if offset < header_end:
+            parts.append(self.header[offset:min(end, header_end)])
+        if offset < region_end and end > header_end:
+            parts.append(read_region(max(offset, header_end) - header_end, min(end, region_end) - header_end))
+        if end > region_end:
+            parts.append(self.trailer[max(offset, region_end) - region_end:end - region_end])
+        return b"".join(parts)

@@ -21,11 +21,14 @@ from .model import ArrayMeta, ChunkKeyFn, check_sizes, parse_shape, require, req
 SHARDING_URI_SUFFIX = "storage_transformers/sharding/1.0"
 
 
-def draft_chunk_key(prefix: str, separator: str) -> ChunkKeyFn:
-    """`<prefix>/c` + indices joined by the separator (`data/root/a/c0/1`); 0-d: `<prefix>/c`."""
+def draft_chunk_key(prefix: str, separator: str, scalar_key: str) -> ChunkKeyFn:
+    """`<prefix>/c` + indices joined by the separator (`data/root/a/c0/1`).
+
+    A 0-d array's only chunk is `c` in the seed draft, but zarr-python 2.x wrote `c0`.
+    """
 
     def key(coords: tuple[int, ...]) -> str:
-        return f"{prefix}/c" + separator.join(map(str, coords))
+        return f"{prefix}/c" + separator.join(map(str, coords)) if coords else f"{prefix}/{scalar_key}"
 
     return key
 
@@ -119,7 +122,7 @@ def parse_zp2_array(doc: Any, path: str, where: str) -> ArrayMeta:
     prefix = "data/root" + ("/" + path if path else "")
     args = dict(path=path, zarr_format="3-draft-zp2", shape=shape, dtype=dtype, chunk_shape=chunks,
                 fill_value=_fill(dtype, doc.get("fill_value"), where), codec=codec,
-                chunk_key=draft_chunk_key(prefix, separator), attributes=attributes)
+                chunk_key=draft_chunk_key(prefix, separator, "c0"), attributes=attributes)
     return ArrayMeta(**_sharded(args, doc.get("storage_transformers"), codec, where))
 
 
@@ -156,7 +159,7 @@ def parse_seed_array(doc: Any, path: str, where: str) -> ArrayMeta:
     prefix = "data" + ("/" + path if path else "")
     args = dict(path=path, zarr_format="3-draft-seed", shape=shape, dtype=dtype, chunk_shape=chunks,
                 fill_value=_fill(dtype, doc.get("fill_value"), where), codec=codec,
-                chunk_key=draft_chunk_key(prefix, separator),
+                chunk_key=draft_chunk_key(prefix, separator, "c"),
                 attributes=dict(doc.get("attributes") or {}))
     return ArrayMeta(**_sharded(args, doc.get("storage_transformers"), codec, where))
 

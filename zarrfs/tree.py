@@ -1,0 +1,115 @@
+"""The virtual file tree: groups as directories, each array as a set of files.
+
+An array `N` in group `P` appears as `P/N.npy`, `P/N.raw`, `P/N.tif`,
+`P/N.json` (the enabled formats that can express it). Each directory also has
+`.group.json` with the group's metadata and attributes. A SOURCE that is a
+single array appears in the mount root under the store's name. Names are
+decided from metadata alone; no chunk is read.
+"""
+
+from __future__ import annotations
+
+import logging
+import posixpath
+import re
+import threading
+from dataclasses import dataclass, field
+
+from .engine import Engine
+from .errors import NotFoundError
+from .formats import FORMATS, json_document
+from .formats.base import Layout
+from .metadata.model import ArrayMeta, GroupMeta
+
+log = logging.getLogger(__name__)
+
+GROUP_FILE = ".group.json"
+
+
+@dataclass(frozen=True)
+class DirEntry:
+    group_path: str
+
+
+@dataclass(frozen=True)
+class FileEntry:
+    layout: Layout
+    array_path: str | None = None  # None for files made of metadata alone
+    suffix: str = ""
+
+
+Entry = DirEntry | FileEntry
+
+
+def source_name(source: str) -> str:
+    """'/data/scan.zarr/' -> 'scan': the name a single-array SOURCE appears under."""
+    name = posixpath.basename(re.sub(r"[?#].*$", "", source).rstrip("/")) or "array"
+    return name.removesuffix(".zarr") or "array"
+
+
+@dataclass
+class VirtualTree:
+    engine: Engine
+    suffixes: tuple[str, ...] = tuple(FORMATS)
+    root_name: str = "array"
+    _dirs: dict[str, dict[str, Entry]] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def lookup(self, path: str) -> Entry:
+        """The entry at a mount path like '/grp/arr.npy'."""
+        path = path.strip("/")
+        if not path:
+            return DirEntry("")
+        parent, _, name = path.rpartition("/")
+        parent_entry = self.lookup(parent) if parent else DirEntry("")
+        if not isinstance(parent_entry, DirEntry):
+            raise NotFoundError(f"/{path}: {parent} is a file")
+        entry = self.listdir(parent_entry).get(name)
+        if entry is None:
+            raise NotFoundError(f"/{path}: no such file")
+        return entry
+
+    def listdir(self, directory: DirEntry) -> dict[str, Entry]:
+        with self._lock:
+            cached = self._dirs.get(directory.group_path)
+        if cached is not None:
+            return cached
+        entries = self._build_dir(directory.group_path)
+        with self._lock:
+            return self._dirs.setdefault(directory.group_path, entries)
+
+    # -------------------------------------------------------------- internal
+
+    def _build_dir(self, group_path: str) -> dict[str, Entry]:
+        hierarchy = self.engine.hierarchy
+        root = hierarchy.root() if not group_path else None
+        if isinstance(root, ArrayMeta):
+            return self._array_files(self.root_name, root)
+        entries: dict[str, Entry] = {}
+        for child in hierarchy.children(group_path):
+            if isinstance(child.node, GroupMeta):
+                entries[child.name] = DirEntry(child.node.path)
+        for child in hierarchy.children(group_path):
+            if isinstance(child.node, ArrayMeta):
+                for name, entry in self._array_files(child.name, child.node).items():
+                    if name in entries:
+                        log.warning("/%s: %s of array %s clashes with a sibling; not shown",
+                                    group_path, name, child.node.path)
+                        continue
+                    entries[name] = entry
+        group = hierarchy.node(group_path)
+        if GROUP_FILE not in entries:
+            entries[GROUP_FILE] = FileEntry(Layout(json_document(group.describe()), 0))
+        return entries
+
+    def _array_files(self, name: str, meta: ArrayMeta) -> dict[str, Entry]:
+        files: dict[str, Entry] = {}
+        for suffix in self.suffixes:
+            try:
+                layout = FORMATS[suffix](meta)
+            except Exception:  # a format that cannot express this array must not hide the others
+                log.exception("array /%s: cannot build its %s layout", meta.path, suffix)
+                continue
+            if layout is not None:
+                files[name + suffix] = FileEntry(layout, meta.path, suffix)
+        return files
