@@ -1,0 +1,88 @@
+"""The `zarrfs` command."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+
+from .errors import ZarrfsError
+from .options import DEFAULT_CACHE_BYTES, parse_storage_options
+
+DESCRIPTION = """\
+Mount Zarr hierarchies (v1, v2, the 2022 v3 drafts, v3) read-only, so that any
+program that reads plain files can use them: every group is a directory and
+every array a set of files (.npy, .raw, .tif, .json). Nothing is converted or
+copied; reads become chunk fetches and decodes.
+"""
+
+SOURCE_HELP = (
+    "a local path or any fsspec URL: file://, http(s)://, s3://, gs://, zip::..., "
+    "chained simplecache::... (remote protocols need `pip install zarrfs[remote]`)"
+)
+STORAGE_OPTION_HELP = (
+    "fsspec storage option KEY=VALUE, repeatable; VALUE is parsed as JSON when it parses "
+    "(e.g. anon=true, client_kwargs='{\"endpoint_url\": \"http://127.0.0.1:9000\"}'); "
+    "VALUE may be @env:NAME or @file:PATH to keep secrets off the command line"
+)
+
+
+def _add_source(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("source", metavar="SOURCE", help=SOURCE_HELP)
+    parser.add_argument("--storage-option", "-S", action="append", default=[], metavar="KEY=VALUE",
+                        help=STORAGE_OPTION_HELP)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="zarrfs", description=DESCRIPTION,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--log-level", default="warning",
+                        choices=["debug", "info", "warning", "error"], help="log verbosity (default: warning)")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    tree = commands.add_parser("tree", help="print the hierarchy: groups, arrays and why a node cannot be served",
+                               description="Print every group and array of SOURCE with shape, dtype, chunk "
+                                           "and shard shape, codecs, fill value and size. Nodes that cannot be "
+                                           "served are listed with the reason. Exits 1 if SOURCE is not Zarr.")
+    _add_source(tree)
+    tree.add_argument("--json", action="store_true", help="print JSON instead of text")
+
+    from .mount_cli import add_mount_commands
+
+    add_mount_commands(commands, _add_source, DEFAULT_CACHE_BYTES)
+    return parser
+
+
+def _tree(args: argparse.Namespace) -> int:
+    from .hierarchy import Hierarchy
+    from .store import Store
+    from .treeview import dump_json, tree_json, tree_lines
+
+    hierarchy = Hierarchy(Store.open(args.source, parse_storage_options(args.storage_option)))
+    if args.json:
+        print(dump_json(tree_json(hierarchy)))
+    else:
+        for line in tree_lines(hierarchy):
+            print(line)
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=args.log_level.upper(), format="zarrfs: %(levelname)s: %(message)s")
+    try:
+        if args.command == "tree":
+            return _tree(args)
+        from .mount_cli import run_mount_command
+
+        return run_mount_command(args)
+    except ZarrfsError as exc:
+        print(f"zarrfs: error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,177 @@
+"""FUSE operations: translate kernel calls into tree lookups and region reads.
+
+Nothing here knows about Zarr. Every failure leaves as an errno: a
+`ZarrfsError` with its own, anything unexpected as EIO with a traceback in the
+log, so no exception reaches the binding's default handler.
+"""
+
+from __future__ import annotations
+
+import errno
+import functools
+import itertools
+import logging
+import os
+import stat
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import mfusepy
+
+from .errors import ZarrfsError
+from .reader import ArrayReader, ReadStream
+from .tree import DirEntry, Entry, FileEntry, VirtualTree
+
+log = logging.getLogger(__name__)
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+# What `stat` reports as the preferred I/O size: tools like cp and cat size
+# their buffers from it, and 1 MiB is the largest read FUSE hands us anyway.
+BLOCK_SIZE = 1 << 20
+_QUIET_ERRNOS = {errno.ENOENT, errno.EROFS}  # normal answers, not worth a log line
+
+
+def _errno_boundary(method: F) -> F:
+    @functools.wraps(method)
+    def wrapper(self: ZarrOperations, *args: Any) -> Any:
+        try:
+            return method(self, *args)
+        except mfusepy.FuseOSError:
+            raise
+        except ZarrfsError as exc:
+            if exc.errno not in _QUIET_ERRNOS:
+                log.error("%s %s: %s", method.__name__, args[0] if args else "", exc)
+            raise mfusepy.FuseOSError(exc.errno) from exc
+        except Exception:
+            log.exception("%s %s: unexpected error", method.__name__, args[0] if args else "")
+            raise mfusepy.FuseOSError(errno.EIO) from None
+
+    return wrapper  # type: ignore[return-value]
+
+
+def _read_only(*_: Any) -> None:
+    raise mfusepy.FuseOSError(errno.EROFS)
+
+
+@dataclass
+class OpenFile:
+    entry: FileEntry
+    reader: ArrayReader | None
+    stream: ReadStream = field(default_factory=ReadStream)
+
+
+class ZarrOperations(mfusepy.Operations):
+    use_ns = True
+
+    def __init__(self, tree: VirtualTree, *, attr_timeout: float, on_ready: Callable[[], None] | None = None) -> None:
+        self.tree = tree
+        self.attr_timeout = attr_timeout
+        self.on_ready = on_ready
+        self._handles: dict[int, OpenFile] = {}
+        self._next_handle = itertools.count(1)
+        self._lock = threading.Lock()
+        self._uid, self._gid = os.getuid(), os.getgid()
+        self._mount_time_ns = time.time_ns()
+
+    # ------------------------------------------------------------- lifecycle
+
+    def init_with_config(self, conn: Any, config: Any) -> None:
+        if config is not None:
+            # The data never changes while mounted: let the kernel keep
+            # attributes, names and pages for as long as it likes.
+            config.kernel_cache = 1
+            config.attr_timeout = self.attr_timeout
+            config.entry_timeout = self.attr_timeout
+            config.negative_timeout = self.attr_timeout
+        if self.on_ready is not None:
+            threading.Thread(target=self.on_ready, name="zarrfs-ready", daemon=True).start()
+
+    # -------------------------------------------------------------- metadata
+
+    def _attributes(self, entry: Entry) -> dict[str, int]:
+        common = {"st_uid": self._uid, "st_gid": self._gid, "st_atime": self._mount_time_ns,
+                  "st_mtime": self._mount_time_ns, "st_ctime": self._mount_time_ns, "st_blksize": BLOCK_SIZE}
+        if isinstance(entry, DirEntry):
+            return {**common, "st_mode": stat.S_IFDIR | 0o555, "st_nlink": 2, "st_size": 0}
+        size = entry.layout.size
+        return {**common, "st_mode": stat.S_IFREG | 0o444, "st_nlink": 1, "st_size": size,
+                "st_blocks": -(-size // 512)}
+
+    @_errno_boundary
+    def getattr(self, path: str, fh: Any = None) -> dict[str, int]:
+        return self._attributes(self.tree.lookup(path))
+
+    @_errno_boundary
+    def readdir(self, path: str, fh: Any) -> list[str]:
+        entry = self.tree.lookup(path)
+        if not isinstance(entry, DirEntry):
+            raise mfusepy.FuseOSError(errno.ENOTDIR)
+        return [".", "..", *self.tree.listdir(entry)]
+
+    @_errno_boundary
+    def access(self, path: str, amode: int) -> int:
+        self.tree.lookup(path)
+        if amode & os.W_OK:
+            raise mfusepy.FuseOSError(errno.EROFS)
+        return 0
+
+    @_errno_boundary
+    def statfs(self, path: str) -> dict[str, int]:
+        return {"f_bsize": BLOCK_SIZE, "f_frsize": BLOCK_SIZE, "f_blocks": 0, "f_bfree": 0, "f_bavail": 0,
+                "f_files": 0, "f_ffree": 0, "f_favail": 0, "f_namemax": 255}
+
+    def getxattr(self, path: str, name: str, position: int = 0) -> bytes:
+        raise mfusepy.FuseOSError(errno.ENODATA)
+
+    def listxattr(self, path: str) -> list[str]:
+        return []
+
+    # ------------------------------------------------------------------ data
+
+    @_errno_boundary
+    def open(self, path: str, fi: Any) -> int:
+        if fi.flags & os.O_ACCMODE != os.O_RDONLY or fi.flags & (os.O_TRUNC | os.O_CREAT):
+            raise mfusepy.FuseOSError(errno.EROFS)
+        entry = self.tree.lookup(path)
+        if not isinstance(entry, FileEntry):
+            raise mfusepy.FuseOSError(errno.EISDIR)
+        reader = self.tree.engine.reader(entry.array_path) if entry.array_path is not None else None
+        with self._lock:
+            handle = next(self._next_handle)
+            self._handles[handle] = OpenFile(entry, reader)
+        fi.fh = handle
+        fi.keep_cache = 1  # immutable: pages cached by an earlier open stay valid
+        return 0
+
+    @_errno_boundary
+    def read(self, path: str, size: int, offset: int, fi: Any) -> bytes:
+        open_file = self._handles.get(fi.fh)
+        if open_file is None:
+            raise mfusepy.FuseOSError(errno.EBADF)
+        reader = open_file.reader
+        if reader is None:
+            return open_file.entry.layout.read(offset, size, _no_region)
+        return open_file.entry.layout.read(
+            offset, size, lambda start, stop: reader.read(start, stop, open_file.stream))
+
+    @_errno_boundary
+    def release(self, path: str, fi: Any) -> int:
+        with self._lock:
+            self._handles.pop(fi.fh, None)
+        return 0
+
+    def open_handles(self) -> int:
+        with self._lock:
+            return len(self._handles)
+
+    # Every call that would change something is refused.
+    write = truncate = create = mkdir = rmdir = unlink = rename = _read_only
+    chmod = chown = setxattr = removexattr = symlink = link = utimens = mknod = _read_only
+
+
+def _no_region(start: int, stop: int) -> bytes:
+    raise AssertionError("metadata-only files have no element region")

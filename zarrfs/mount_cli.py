@@ -1,0 +1,87 @@
+"""`zarrfs mount` and `zarrfs unmount`: arguments and what they run."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Callable
+
+from .formats import DEFAULT_FORMATS, FORMAT_GROUPS
+from .options import EngineOptions, default_workers, parse_size, parse_storage_options
+
+log = logging.getLogger(__name__)
+
+MOUNT_DESCRIPTION = """\
+Mount SOURCE read-only on MOUNTPOINT. Each group becomes a directory, each
+array N the files N.npy, N.raw (C-order element bytes), N.tif and N.json.
+By default the command returns once the mount is usable and the daemon keeps
+running in the background; stop it with `zarrfs unmount MOUNTPOINT`.
+"""
+
+
+def add_mount_commands(commands: argparse._SubParsersAction, add_source: Callable, default_cache: int) -> None:
+    mount = commands.add_parser("mount", help="mount SOURCE on MOUNTPOINT", description=MOUNT_DESCRIPTION,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_source(mount)
+    mount.add_argument("mountpoint", metavar="MOUNTPOINT", help="an existing, empty directory")
+    mount.add_argument("--cache-size", default=f"{default_cache >> 20}M", metavar="SIZE",
+                       help="budget for decoded chunks, e.g. 512M, 2GiB (default: %(default)s)")
+    mount.add_argument("--formats", default=",".join(DEFAULT_FORMATS), metavar="LIST",
+                       help="file kinds to show, comma-separated from npy,raw,tif,json (default: %(default)s)")
+    mount.add_argument("--workers", type=int, default=default_workers(), metavar="N",
+                       help="threads that fetch and decode chunks (default: %(default)s)")
+    mount.add_argument("--foreground", "-f", action="store_true",
+                       help="stay in the foreground (for systemd); logs go to stderr")
+    mount.add_argument("--allow-other", action="store_true",
+                       help="let other users read the mount (needs user_allow_other in /etc/fuse.conf)")
+    mount.add_argument("--log-file", metavar="FILE", help="append the daemon's log to FILE")
+    mount.add_argument("-o", dest="fuse_options", action="append", default=[], metavar="FUSE_OPTION",
+                       help="extra libfuse mount option, repeatable (e.g. -o max_read=1048576)")
+    mount.add_argument("--ready-fd", type=int, help=argparse.SUPPRESS)
+
+    unmount = commands.add_parser("unmount", aliases=["umount"], help="unmount a zarrfs mount point",
+                                  description="Unmount MOUNTPOINT; also clears a stale mount left by a daemon "
+                                              "that was killed ('Transport endpoint is not connected').")
+    unmount.add_argument("mountpoint", metavar="MOUNTPOINT")
+    unmount.add_argument("--lazy", "-z", action="store_true",
+                         help="detach now even if files are open; the mount goes away when they close")
+
+
+def _suffixes(text: str) -> tuple[str, ...]:
+    from .errors import OptionsError
+
+    names = [n.strip().lstrip(".") for n in text.split(",") if n.strip()]
+    unknown = [n for n in names if n not in FORMAT_GROUPS]
+    if unknown or not names:
+        raise OptionsError(f"--formats: unknown format(s) {unknown}; choose from {','.join(FORMAT_GROUPS)}")
+    return tuple(suffix for n in names for suffix in FORMAT_GROUPS[n])
+
+
+def _setup_logging(level: str, log_file: str | None) -> None:
+    handlers: list[logging.Handler] = [logging.FileHandler(log_file) if log_file else logging.StreamHandler()]
+    logging.basicConfig(level=level.upper(), handlers=handlers, force=True,
+                        format="%(asctime)s zarrfs[%(process)d] %(levelname)s %(name)s: %(message)s")
+
+
+def run_mount_command(args: argparse.Namespace) -> int:
+    from .mount import MountOptions, check_mountpoint, report_to_fd, serve, spawn_daemon, unmount
+
+    if args.command in ("unmount", "umount"):
+        unmount(args.mountpoint, lazy=args.lazy)
+        return 0
+    options = MountOptions(
+        source=args.source,
+        mountpoint=args.mountpoint,
+        storage_options=parse_storage_options(args.storage_option),
+        engine=EngineOptions(cache_bytes=parse_size(args.cache_size), workers=max(1, args.workers)),
+        suffixes=_suffixes(args.formats),
+        allow_other=args.allow_other,
+        fuse_options=tuple(args.fuse_options),
+    )
+    if not args.foreground:
+        check_mountpoint(args.mountpoint)  # fail fast, before starting anything
+        return spawn_daemon(sys.argv[1:], args.log_file)
+    _setup_logging(args.log_level, args.log_file)
+    report = report_to_fd(args.ready_fd) if args.ready_fd is not None else None
+    return serve(options, report)
