@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import bz2
 import lzma
+import math
 import struct
 import zlib
 from dataclasses import dataclass, field
@@ -218,6 +219,8 @@ class NumcodecsArrayCodec:
 
     def encoded_representation(self, shape: tuple[int, ...], dtype: np.dtype) -> tuple[tuple[int, ...], np.dtype]:
         config = self.codec.get_config()
+        if config["id"] == "packbits":  # one pad-count byte, then 8 booleans per byte
+            return (1 + -(-math.prod(shape) // 8),), np.dtype("u1")
         encoded = config.get("astype") or config.get("encode_dtype") or dtype
         return shape, np.dtype(encoded)
 

@@ -35,7 +35,7 @@ _ARRAY_KEYS = {
     "fill_value", "codecs", "attributes", "storage_transformers", "dimension_names",
 }
 # numcodecs filters that work on arrays (everything else `numcodecs.*` is bytes->bytes).
-_NUMCODECS_ARRAY = {"delta", "bitround", "fixedscaleoffset", "quantize", "astype"}
+_NUMCODECS_ARRAY = {"delta", "bitround", "fixedscaleoffset", "quantize", "astype", "packbits"}
 _BLOSC_SHUFFLE = {"noshuffle": 0, "shuffle": 1, "bitshuffle": 2}
 
 
