@@ -205,9 +205,9 @@ def _fill(dtype: np.dtype, value: Any, v3: bool) -> np.ndarray:
             return np.array(complex(_float(value[0]), _float(value[1])), dtype)
         return np.array(complex(_float(value)), dtype)
     if kind in "Mm":
-        if value == "NaT":
-            return np.array(np.iinfo(np.int64).min, np.int64).view(dtype)
-        return np.array(int(value), np.int64).view(dtype)
+        count = np.iinfo(np.int64).min if value == "NaT" else int(value)
+        # view in native order first: `dtype` may be big-endian
+        return np.array(count, np.int64).view(dtype.newbyteorder("=")).astype(dtype)
     if kind == "S":
         if isinstance(value, str):
             try:
