@@ -132,6 +132,9 @@ def _tune_malloc() -> None:
 def serve(options: MountOptions, report: Callable[[str], None] | None = None) -> int:
     """Mount and serve until unmounted or signalled; `report` gets READY or ERROR lines."""
     report = report or (lambda _: None)
+    # libfuse chdirs to / once mounted (even in the foreground), so a relative
+    # mount point would no longer name the mount when `ready` looks at it.
+    mountpoint = os.path.abspath(options.mountpoint)
     try:
         check_mountpoint(options.mountpoint)
         mfusepy = load_fuse_binding()
@@ -147,12 +150,15 @@ def serve(options: MountOptions, report: Callable[[str], None] | None = None) ->
         raise
 
     def ready() -> None:
-        if _wait_until_listable(options.mountpoint):
-            log.info("mounted %s on %s", engine.store.display_name, options.mountpoint)
+        if _wait_until_listable(mountpoint):
+            log.info("mounted %s on %s", engine.store.display_name, mountpoint)
             sd_notify("READY=1")
             report("READY")
         else:
             report("ERROR the mount did not become usable within 30 s")
+            # The caller has been told it failed: do not stay mounted behind its back.
+            # libfuse's SIGTERM handler ends the loop and unmounts.
+            os.kill(os.getpid(), signal.SIGTERM)
 
     _tune_malloc()
     operations = ZarrOperations(tree, attr_timeout=options.attr_timeout, on_ready=ready)
@@ -167,14 +173,14 @@ def serve(options: MountOptions, report: Callable[[str], None] | None = None) ->
     # where the handler is still the default; Python's SIGINT handler would win.
     signal.signal(signal.SIGINT, signal.SIG_DFL)
     try:
-        mfusepy.FUSE(operations, options.mountpoint, foreground=True, raw_fi=True, **fuse_kwargs)
+        mfusepy.FUSE(operations, mountpoint, foreground=True, raw_fi=True, **fuse_kwargs)
     except RuntimeError as exc:
         report(f"ERROR mounting failed: {exc}")
         raise MountError(f"mounting {options.mountpoint} failed: {exc}") from None
     finally:
         sd_notify("STOPPING=1")
         stats = engine.cache.stats()
-        log.info("unmounted %s; cache %s; store requests %d, bytes %d", options.mountpoint, stats.as_dict(),
+        log.info("unmounted %s; cache %s; store requests %d, bytes %d", mountpoint, stats.as_dict(),
                  engine.store.requests, engine.store.bytes_fetched)
         engine.close()
     return 0
