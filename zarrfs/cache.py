@@ -55,6 +55,7 @@ class ChunkCache:
         self._entries: OrderedDict[Hashable, tuple[Any, int]] = OrderedDict()
         self._inflight: dict[Hashable, Future] = {}
         self._executor: ThreadPoolExecutor | None = None
+        self._reserved = 0  # decoded bytes that loads in flight will add
         self._stats = CacheStats()
 
     # ---------------------------------------------------------------- public
@@ -62,30 +63,51 @@ class ChunkCache:
     def get(self, key: Hashable, loader: Loader) -> Any:
         """The value for `key`, loading it in this thread on a miss."""
         with self._lock:
-            future, is_new = self._lookup(key, prefetch=False)
+            entry = self._hit(key)
+            if entry is not None:
+                return entry[0]
+            future, is_new = self._pending(key, size_hint=0, prefetch=False)
         if is_new:
-            self._run(key, loader, future)
+            self._run(key, loader, future, 0)
         return future.result()
 
-    def submit(self, keys: Iterable[Hashable], loader: Loader, *, prefetch: bool = False) -> list[Future]:
-        """Futures for `keys`; misses load in parallel on the worker pool."""
-        futures: list[Future] = []
+    def get_many(self, keys: Iterable[Hashable], loader: Loader, *, size_hint: int = 0,
+                 prefetch: bool = False) -> tuple[dict[Hashable, Any], dict[Hashable, Future]]:
+        """(values of the keys cached now, futures of the others).
+
+        Misses load in parallel on the worker pool; `size_hint` (the decoded
+        size of one value) is reserved from the budget while a load runs, so
+        loads in flight cannot push memory past it.
+        """
+        values: dict[Hashable, Any] = {}
+        pending: dict[Hashable, Future] = {}
         to_start: list[tuple[Hashable, Future]] = []
         with self._lock:
             for key in keys:
-                future, is_new = self._lookup(key, prefetch=prefetch)
-                futures.append(future)
+                entry = self._hit(key)
+                if entry is not None:
+                    values[key] = entry[0]
+                    continue
+                future, is_new = self._pending(key, size_hint=size_hint, prefetch=prefetch)
+                pending[key] = future
                 if is_new:
                     to_start.append((key, future))
         if to_start:
             executor = self._pool()
             for key, future in to_start:
-                executor.submit(self._run, key, loader, future)
-        return futures
+                executor.submit(self._run, key, loader, future, size_hint)
+        return values, pending
 
-    def contains(self, key: Hashable) -> bool:
+    def peek(self, key: Hashable) -> Any | None:
+        """The cached value of `key`, or None; never loads."""
         with self._lock:
-            return key in self._entries or key in self._inflight
+            entry = self._hit(key)
+        return None if entry is None else entry[0]
+
+    def put(self, key: Hashable, value: Any) -> None:
+        """Cache a value computed elsewhere (e.g. an assembled read window)."""
+        with self._lock:
+            self._insert(key, value)
 
     def stats(self) -> CacheStats:
         with self._lock:
@@ -102,16 +124,17 @@ class ChunkCache:
             executor.shutdown(wait=False, cancel_futures=True)
 
     # -------------------------------------------------------------- internal
+    # The underscore methods below that take no lock expect the caller to hold it.
 
-    def _lookup(self, key: Hashable, *, prefetch: bool) -> tuple[Future, bool]:
-        """(future, is_new); caller holds the lock."""
+    def _hit(self, key: Hashable) -> tuple[Any, int] | None:
         entry = self._entries.get(key)
         if entry is not None:
             self._entries.move_to_end(key)
             self._stats.hits += 1
-            done: Future = Future()
-            done.set_result(entry[0])
-            return done, False
+        return entry
+
+    def _pending(self, key: Hashable, *, size_hint: int, prefetch: bool) -> tuple[Future, bool]:
+        """(future, is_new) for a key that is not cached."""
         future = self._inflight.get(key)
         if future is not None:
             self._stats.hits += 1
@@ -121,29 +144,40 @@ class ChunkCache:
             self._stats.prefetches += 1
         future = Future()
         self._inflight[key] = future
+        self._reserved += size_hint
+        self._evict()
         return future, True
 
-    def _run(self, key: Hashable, loader: Loader, future: Future) -> None:
+    def _run(self, key: Hashable, loader: Loader, future: Future, size_hint: int) -> None:
         try:
             value = loader(key)
         except BaseException as exc:  # delivered to every waiter, not cached
             with self._lock:
                 self._inflight.pop(key, None)
+                self._reserved -= size_hint
                 self._stats.load_errors += 1
             future.set_exception(exc)
             return
-        size = value_nbytes(value)
         with self._lock:
             self._inflight.pop(key, None)
+            self._reserved -= size_hint
             self._stats.loads += 1
-            if size <= self.budget_bytes:
-                self._entries[key] = (value, size)
-                self._stats.cached_bytes += size
-                self._evict()
+            self._insert(key, value)
         future.set_result(value)
 
+    def _insert(self, key: Hashable, value: Any) -> None:
+        size = value_nbytes(value)
+        if size > self.budget_bytes:
+            return
+        old = self._entries.pop(key, None)
+        if old is not None:
+            self._stats.cached_bytes -= old[1]
+        self._entries[key] = (value, size)
+        self._stats.cached_bytes += size
+        self._evict()
+
     def _evict(self) -> None:
-        while self._stats.cached_bytes > self.budget_bytes and self._entries:
+        while self._stats.cached_bytes + self._reserved > self.budget_bytes and self._entries:
             _, (_, size) = self._entries.popitem(last=False)
             self._stats.cached_bytes -= size
             self._stats.evictions += 1

@@ -9,7 +9,6 @@ parent returns only then.
 
 from __future__ import annotations
 
-import ctypes
 import errno
 import logging
 import os
@@ -25,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import ZarrfsError
+from .memory import tune_process
 from .options import EngineOptions
 
 log = logging.getLogger(__name__)
@@ -111,21 +111,6 @@ def _wait_until_listable(mountpoint: str, timeout: float = 30.0) -> bool:
     return False
 
 
-def _tune_malloc() -> None:
-    """Keep glibc from handing freed chunk buffers back to the kernel after every read.
-
-    Returning and re-faulting memory cost ~3x throughput (performance notes).
-    The cache budget, not the allocator, bounds what we hold.
-    """
-    try:
-        libc = ctypes.CDLL("libc.so.6")
-    except OSError:
-        return
-    m_trim_threshold, m_mmap_threshold = -1, -3
-    libc.mallopt(m_trim_threshold, 128 << 20)
-    libc.mallopt(m_mmap_threshold, 32 << 20)
-
-
 # ------------------------------------------------------------------- serve
 
 
@@ -160,7 +145,7 @@ def serve(options: MountOptions, report: Callable[[str], None] | None = None) ->
             # libfuse's SIGTERM handler ends the loop and unmounts.
             os.kill(os.getpid(), signal.SIGTERM)
 
-    _tune_malloc()
+    tune_process()
     operations = ZarrOperations(tree, attr_timeout=options.attr_timeout, on_ready=ready)
     fuse_kwargs: dict[str, Any] = {"ro": True, "fsname": f"zarrfs:{engine.store.display_name}"[:200],
                                    "subtype": "zarrfs", "default_permissions": True}

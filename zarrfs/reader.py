@@ -12,7 +12,7 @@ import itertools
 import logging
 import math
 from collections.abc import Iterator
-from concurrent.futures import Future, wait
+from concurrent.futures import wait
 from dataclasses import dataclass
 
 import numpy as np
@@ -52,13 +52,20 @@ def linear_boxes(first: int, last: int, shape: tuple[int, ...]) -> list[Box]:
     return boxes
 
 
+# A sequential reader gets this many bytes assembled at once and then served
+# by slicing: the per-chunk Python work is paid once per window instead of
+# once per (typically 128 KiB) FUSE read.
+WINDOW_BYTES = 4 << 20
+
+
 @dataclass
 class ReadStream:
     """Per open file: where the last read ended and how far ahead to load."""
 
     next_offset: int = -1
-    window: int = 0
+    window: int = 0  # readahead window, bytes
     prefetched_until: int = 0
+    sequential: bool = False
 
 
 class ArrayReader:
@@ -71,11 +78,12 @@ class ArrayReader:
         self.itemsize = self.meta.dtype.itemsize
         self.nbytes = self.meta.nbytes
         self.read_shape = source.read_shape
+        self.unit_nbytes = math.prod(self.read_shape) * self.itemsize
         self._key_prefix = ("chunk", id(self))
         self.band_bytes = band_nbytes(self.meta, self.read_shape)
         # Readahead starts at one band and doubles; it never claims more than
         # half of what the cache has left after the band being read.
-        room = max(0, cache.budget_bytes - self.band_bytes) // 2
+        room = max(0, cache.budget_bytes - self.band_bytes - WINDOW_BYTES) // 2
         self.readahead_max = min(readahead_max if readahead_max is not None else room, room)
         if self.band_bytes > cache.budget_bytes:
             log.warning(
@@ -88,31 +96,49 @@ class ArrayReader:
     # ---------------------------------------------------------------- public
 
     def read(self, start: int, stop: int, stream: ReadStream | None = None) -> bytes:
+        """Bytes [start, stop) of the C-order element stream (fewer at the end)."""
         stop = min(stop, self.nbytes)
         if start >= stop:
             return b""
+        if stream is None:
+            return self._assemble(start, stop).tobytes()
+        self._track(stream, start, stop)
+        if not stream.sequential:
+            return self._assemble(start, stop).tobytes()
+        window_key = ("window", id(stream))
+        window = self.cache.peek(window_key)
+        if window is None or not (window[0] <= start and stop <= window[0] + len(window[1])):
+            window_stop = min(self.nbytes, max(stop, start + WINDOW_BYTES))
+            window = (start, self._assemble(start, window_stop))
+            self.cache.put(window_key, window)
+        base, data = window
+        return data[start - base:stop - base].tobytes()
+
+    # -------------------------------------------------------------- internal
+
+    def _assemble(self, start: int, stop: int) -> np.ndarray:
+        """Bytes [start, stop) as a uint8 array, from the chunks that hold them."""
         first = start // self.itemsize
         last = -(-stop // self.itemsize)
         boxes = linear_boxes(first, last, self.meta.shape)
-        coords = list(dict.fromkeys(c for box in boxes for c in self._units(box)))
-        futures = dict(zip(coords, self.cache.submit([self._key(c) for c in coords], self._load), strict=True))
-        if stream is not None:
-            self._readahead(stream, start, stop)
-        done, pending = wait(futures.values(), timeout=self.timeout)
+        coords = dict.fromkeys(c for box in boxes for c in self._units(box))
+        values, pending = self.cache.get_many([self._key(c) for c in coords], self._load,
+                                              size_hint=self.unit_nbytes)
         if pending:
-            raise StoreTimeoutError(
-                f"array /{self.meta.path}: chunks not loaded within {self.timeout:.0f} s")
+            _, late = wait(pending.values(), timeout=self.timeout)
+            if late:
+                raise StoreTimeoutError(f"array /{self.meta.path}: chunks not loaded within {self.timeout:.0f} s")
+            for key, future in pending.items():
+                values[key] = future.result()  # raises the load's error, if any
         out = np.empty(last - first, self.meta.dtype)
         position = 0
         for box in boxes:
             box_shape = tuple(b - a for a, b in zip(*box, strict=True))
             size = math.prod(box_shape)
-            self._fill_box(out[position:position + size].reshape(box_shape), box, futures)
+            self._fill_box(out[position:position + size].reshape(box_shape), box, values)
             position += size
         skip = start - first * self.itemsize
-        return out.view(np.uint8)[skip:skip + (stop - start)].tobytes()
-
-    # -------------------------------------------------------------- internal
+        return out.view(np.uint8)[skip:skip + (stop - start)]
 
     def _key(self, coords: tuple[int, ...]) -> tuple:
         return (self._key_prefix, coords)
@@ -125,10 +151,10 @@ class ArrayReader:
         ranges = [range(a // c, (b - 1) // c + 1) for a, b, c in zip(lo, hi, self.read_shape, strict=True)]
         return itertools.product(*ranges)
 
-    def _fill_box(self, target: np.ndarray, box: Box, futures: dict[tuple[int, ...], Future]) -> None:
+    def _fill_box(self, target: np.ndarray, box: Box, values: dict) -> None:
         lo, hi = box
         for coords in self._units(box):
-            chunk = futures[coords].result()
+            chunk = values[self._key(coords)]
             src: list[slice] = []
             dst: list[slice] = []
             for c, size, a, b in zip(coords, self.read_shape, lo, hi, strict=True):
@@ -141,24 +167,25 @@ class ArrayReader:
             else:
                 target[tuple(dst)] = chunk[tuple(src)]
 
-    def _readahead(self, stream: ReadStream, start: int, stop: int) -> None:
-        """Grow the window while reads follow each other; load what lies ahead."""
-        sequential = stream.next_offset >= 0 and abs(start - stream.next_offset) <= max(4 * (stop - start), 1 << 20)
-        stream.next_offset = stop
-        if not sequential or self.readahead_max <= 0:
+    def _track(self, stream: ReadStream, start: int, stop: int) -> None:
+        """Decide whether reads follow each other; if so, grow readahead and load ahead."""
+        stream.sequential = stream.next_offset >= 0 and \
+            abs(start - stream.next_offset) <= max(4 * (stop - start), 1 << 20)
+        stream.next_offset = max(stop, stream.next_offset) if stream.sequential else stop
+        if not stream.sequential or self.readahead_max <= 0:
             stream.window = 0
             return
-        stream.window = min(self.readahead_max, max(self.band_bytes, 2 * stream.window) if stream.window else self.band_bytes)
+        self._readahead(stream, stop)
+
+    def _readahead(self, stream: ReadStream, stop: int) -> None:
+        stream.window = min(self.readahead_max, 2 * stream.window if stream.window else self.band_bytes)
         ahead_start = max(stop, stream.prefetched_until)
         ahead_stop = min(self.nbytes, stop + stream.window)
-        # Wait until a good part of the window is consumed before topping up,
-        # so each top-up is a batch rather than one chunk per read.
-        if ahead_stop - ahead_start < stream.window // 4 and ahead_stop < self.nbytes:
-            return
-        if ahead_start >= ahead_stop:
+        # Top up in batches (a quarter window at a time), not one chunk per read.
+        if ahead_start >= ahead_stop or (ahead_stop - ahead_start < stream.window // 4 and ahead_stop < self.nbytes):
             return
         stream.prefetched_until = ahead_stop
         first = ahead_start // self.itemsize
         last = -(-ahead_stop // self.itemsize)
         coords = dict.fromkeys(c for box in linear_boxes(first, last, self.meta.shape) for c in self._units(box))
-        self.cache.submit([self._key(c) for c in coords], self._load, prefetch=True)
+        self.cache.get_many([self._key(c) for c in coords], self._load, size_hint=self.unit_nbytes, prefetch=True)

@@ -1,0 +1,85 @@
+"""The benchmark stores: one 1 GiB float32 array (16384 x 16384, 1024 x 1024 chunks)
+written by zarr-python 3 four ways. Shared by the engine, mount and remote benchmarks.
+
+    python scripts/bench_data.py [--root DIR]     # writes what is missing, prints the paths
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+import numpy as np
+
+DEFAULT_ROOT = Path(os.environ.get("ZARRFS_BENCH_DIR", "/tmp/zarrfs-bench"))
+SHAPE = (16384, 16384)
+CHUNKS = (1024, 1024)
+SHARDS = (4096, 4096)
+STORES = ("blosc-lz4", "zstd-3", "uncompressed", "sharded-zstd")
+
+
+def _codec_args(name: str) -> dict:
+    import zarr.codecs as zc
+
+    if name == "blosc-lz4":
+        return {"compressors": [zc.BloscCodec(cname="lz4", clevel=5, shuffle=zc.BloscShuffle.shuffle)]}
+    if name == "zstd-3":
+        return {"compressors": [zc.ZstdCodec(level=3)]}
+    if name == "uncompressed":
+        return {"compressors": None}
+    if name == "sharded-zstd":
+        return {"compressors": [zc.ZstdCodec(level=3)], "shards": SHARDS}
+    raise ValueError(name)
+
+
+def band(row: int, rows: int) -> np.ndarray:
+    """Deterministic data with realistic compressibility (smooth field + quantised noise)."""
+    rng = np.random.default_rng(row)
+    y = np.arange(row, row + rows, dtype=np.float32)[:, None]
+    x = np.arange(SHAPE[1], dtype=np.float32)[None, :]
+    field = np.sin(x / 900.0) * np.cos(y / 700.0) * 1000.0
+    noise = rng.integers(0, 64, size=(rows, SHAPE[1])).astype(np.float32) / 8.0
+    return (np.round(field) + noise).astype(np.float32)
+
+
+def ensure_store(name: str, root: Path = DEFAULT_ROOT) -> Path:
+    import zarr
+
+    path = root / f"{name}.zarr"
+    if (path / ".complete").exists():
+        return path
+    root.mkdir(parents=True, exist_ok=True)
+    array = zarr.create_array(str(path), shape=SHAPE, chunks=CHUNKS, dtype="float32", overwrite=True,
+                              fill_value=0.0, **_codec_args(name))
+    step = SHARDS[0]
+    for row in range(0, SHAPE[0], step):
+        array[row:row + step] = band(row, step)
+    (path / ".complete").write_text("ok\n")
+    return path
+
+
+def stored_bytes(path: Path) -> int:
+    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+
+
+def warm_page_cache(path: Path) -> None:
+    """Read every file once so every peer starts from the same (page-cached) store."""
+    for f in path.rglob("*"):
+        if f.is_file():
+            with open(f, "rb") as fh:
+                while fh.read(1 << 24):
+                    pass
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--root", type=Path, default=DEFAULT_ROOT)
+    args = parser.parse_args()
+    for name in STORES:
+        path = ensure_store(name, args.root)
+        print(f"{name}: {path} ({stored_bytes(path) / 2**20:.0f} MiB stored)")
+
+
+if __name__ == "__main__":
+    main()
