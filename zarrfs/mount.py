@@ -134,8 +134,11 @@ def serve(options: MountOptions, report: Callable[[str], None] | None = None) ->
         report(f"ERROR {exc}")
         raise
 
+    served = threading.Event()
+
     def ready() -> None:
         if _wait_until_listable(mountpoint):
+            served.set()
             log.info("mounted %s on %s", engine.store.display_name, mountpoint)
             sd_notify("READY=1")
             report("READY")
@@ -160,8 +163,12 @@ def serve(options: MountOptions, report: Callable[[str], None] | None = None) ->
     try:
         mfusepy.FUSE(operations, mountpoint, foreground=True, raw_fi=True, **fuse_kwargs)
     except RuntimeError as exc:
-        report(f"ERROR mounting failed: {exc}")
-        raise MountError(f"mounting {options.mountpoint} failed: {exc}") from None
+        # libfuse's loop reports the signal that ended it as an error; after a
+        # successful mount that is the normal way to stop (SIGTERM, SIGINT).
+        if not served.is_set():
+            report(f"ERROR mounting failed: {exc}")
+            raise MountError(f"mounting {options.mountpoint} failed: {exc}") from None
+        log.info("stopped by a signal; unmounted")
     finally:
         sd_notify("STOPPING=1")
         stats = engine.cache.stats()

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Set up everything zarrfs needs on a Debian/Ubuntu machine, idempotently:
+#   system packages: fuse3 (libfuse 3 + fusermount3), python3-venv if venv is missing
+#   a virtual environment in .venv with zarrfs installed (editable) and its test extras
+# Usage: bash scripts/setup.sh [--clients]   (--clients also installs GDAL and stock ImageJ for the tests)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+sudo=()
+[ "$(id -u)" -ne 0 ] && sudo=(sudo)
+apt_install() {
+    "${sudo[@]}" apt-get update -qq
+    "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@"
+}
+
+PYTHON=${PYTHON:-python3}
+if ! "$PYTHON" -c 'import sys; assert sys.version_info >= (3, 11)' 2>/dev/null; then
+    echo "setup: zarrfs needs Python 3.11 or newer as \$PYTHON or python3" >&2
+    exit 1
+fi
+
+missing=()
+ldconfig -p | grep -q 'libfuse3\.so\.3' || missing+=(fuse3)
+command -v fusermount3 >/dev/null || missing+=(fuse3)
+"$PYTHON" -m venv --help >/dev/null 2>&1 || missing+=(python3-venv)
+if [ ${#missing[@]} -gt 0 ]; then
+    echo "setup: installing ${missing[*]}"
+    apt_install "${missing[@]}"
+fi
+
+if [ ! -x .venv/bin/python ]; then
+    "$PYTHON" -m venv .venv
+fi
+.venv/bin/python -m pip install -q --upgrade pip 2>&1 | grep -v "^WARNING: Location" || true
+.venv/bin/python -m pip install -q -e ".[test,remote]" 2>&1 | grep -v "^WARNING: Location" || true
+.venv/bin/python -c "import zarrfs, mfusepy" >/dev/null
+
+if [ "${1:-}" = "--clients" ]; then
+    bash scripts/install_clients.sh
+fi
+echo "setup: ready (.venv/bin/zarrfs)"
