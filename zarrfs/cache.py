@@ -11,6 +11,7 @@ no thread exists before the daemon forks.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import threading
 from collections import OrderedDict
@@ -26,6 +27,14 @@ log = logging.getLogger(__name__)
 ENTRY_OVERHEAD = 256
 
 Loader = Callable[[Hashable], Any]
+
+_tokens = itertools.count()
+
+
+def new_token() -> int:
+    """A process-unique number for cache keys. Never `id()`: ids are reused once
+    an object dies, and a reused id would serve another object's cached bytes."""
+    return next(_tokens)
 
 
 def value_nbytes(value: Any) -> int:

@@ -15,7 +15,7 @@ from typing import Protocol
 
 import numpy as np
 
-from .cache import ChunkCache
+from .cache import ChunkCache, new_token
 from .errors import ChunkError, ZarrfsError
 from .metadata.model import ArrayMeta
 from .sharding import EMPTY, ShardingCodec
@@ -100,7 +100,7 @@ class ShardedChunkSource:
         self.cache = cache
         self.read_shape = sharding.chunk_shape
         self.chunks_per_shard = sharding.chunks_per_shard(meta.chunk_shape)
-        self._index_key_prefix: Hashable = ("shard-index", id(self))
+        self._index_key_prefix: Hashable = ("shard-index", new_token())
 
     def load(self, coords: tuple[int, ...]) -> np.ndarray | None:
         shard = tuple(c // n for c, n in zip(coords, self.chunks_per_shard, strict=True))

@@ -13,11 +13,11 @@ import logging
 import math
 from collections.abc import Iterator
 from concurrent.futures import wait
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
-from .cache import ChunkCache
+from .cache import ChunkCache, new_token
 from .chunks import ChunkSource, band_nbytes
 from .errors import StoreTimeoutError
 from .metadata.model import ArrayMeta
@@ -62,6 +62,7 @@ WINDOW_BYTES = 4 << 20
 class ReadStream:
     """Per open file: where the last read ended and how far ahead to load."""
 
+    token: int = field(default_factory=new_token)  # names this stream's window in the cache
     next_offset: int = -1
     window: int = 0  # readahead window, bytes
     prefetched_until: int = 0
@@ -79,7 +80,7 @@ class ArrayReader:
         self.nbytes = self.meta.nbytes
         self.read_shape = source.read_shape
         self.unit_nbytes = math.prod(self.read_shape) * self.itemsize
-        self._key_prefix = ("chunk", id(self))
+        self._key_prefix = ("chunk", new_token())
         self.band_bytes = band_nbytes(self.meta, self.read_shape)
         # Readahead starts at one band and doubles; it never claims more than
         # half of what the cache has left after the band being read.
@@ -105,7 +106,7 @@ class ArrayReader:
         self._track(stream, start, stop)
         if not stream.sequential:
             return self._assemble(start, stop).tobytes()
-        window_key = ("window", id(stream))
+        window_key = ("window", self._key_prefix, stream.token)
         window = self.cache.peek(window_key)
         if window is None or not (window[0] <= start and stop <= window[0] + len(window[1])):
             window_stop = min(self.nbytes, max(stop, start + WINDOW_BYTES))
