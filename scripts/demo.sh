@@ -32,7 +32,8 @@ print(f"tifffile.imread(stack.tif): shape {stack.shape}; ImageJ frames={ij['fram
 labels = np.fromfile(f"{mnt}/cells/labels.raw", dtype="<i4").reshape(1024, 1024)
 print(f"cells/labels.raw via np.fromfile: max label {labels.max()}")
 same = (np.asarray(zarr.open_array(f"{src}/stack")[:]) == stack).all() and \
-       (np.asarray(zarr.open_array(f"{src}/image")[:]) == image).all()
+       (np.asarray(zarr.open_array(f"{src}/image")[:]) == image).all() and \
+       (np.asarray(zarr.open_array(f"{src}/cells/labels")[:]) == labels).all()
 print("identical to zarr-python's reading:", bool(same))
 assert same
 PY
