@@ -33,6 +33,9 @@ F = TypeVar("F", bound=Callable[..., Any])
 # their buffers from it, and 1 MiB is the largest read FUSE hands us anyway.
 BLOCK_SIZE = 1 << 20
 _QUIET_ERRNOS = {errno.ENOENT, errno.EROFS}  # normal answers, not worth a log line
+# Distinct failures remembered for logging each once; a bound keeps memory flat
+# on a store that fails everywhere (later ones then log every time).
+_MAX_REPORTED = 10_000
 
 
 def _errno_boundary(method: F) -> F:
@@ -44,7 +47,7 @@ def _errno_boundary(method: F) -> F:
             raise
         except ZarrfsError as exc:
             if exc.errno not in _QUIET_ERRNOS:
-                log.error("%s %s: %s", method.__name__, args[0] if args else "", exc)
+                self.report_once(f"{method.__name__} {args[0] if args else ''}", exc)
             raise mfusepy.FuseOSError(exc.errno) from exc
         except Exception:
             log.exception("%s %s: unexpected error", method.__name__, args[0] if args else "")
@@ -76,6 +79,7 @@ class ZarrOperations(mfusepy.Operations):
         self._lock = threading.Lock()
         self._uid, self._gid = os.getuid(), os.getgid()
         self._mount_time_ns = time.time_ns()
+        self._reported: set[str] = set()
 
     # ------------------------------------------------------------- lifecycle
 
@@ -89,6 +93,19 @@ class ZarrOperations(mfusepy.Operations):
             config.negative_timeout = self.attr_timeout
         if self.on_ready is not None:
             threading.Thread(target=self.on_ready, name="zarrfs-ready", daemon=True).start()
+
+    def report_once(self, call: str, exc: ZarrfsError) -> None:
+        """Log a failure at ERROR the first time, at DEBUG after.
+
+        The kernel retries a failed page read, and readers retry too: without
+        this one corrupt chunk would fill the log with the same line.
+        """
+        message = str(exc)
+        with self._lock:
+            first = message not in self._reported
+            if first and len(self._reported) < _MAX_REPORTED:
+                self._reported.add(message)
+        log.log(logging.ERROR if first else logging.DEBUG, "%s: %s", call, message)
 
     # -------------------------------------------------------------- metadata
 

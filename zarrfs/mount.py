@@ -137,12 +137,16 @@ def serve(options: MountOptions, report: Callable[[str], None] | None = None) ->
     served = threading.Event()
 
     def ready() -> None:
+        # libfuse's init ran, so the kernel mount exists: a signal from now on
+        # is a normal stop, even one sent as soon as the mount lists, before
+        # the check below notices.
+        served.set()
         if _wait_until_listable(mountpoint):
-            served.set()
             log.info("mounted %s on %s", engine.store.display_name, mountpoint)
             sd_notify("READY=1")
             report("READY")
         else:
+            served.clear()  # the stop below is a failure
             report("ERROR the mount did not become usable within 30 s")
             # The caller has been told it failed: do not stay mounted behind its back.
             # libfuse's SIGTERM handler ends the loop and unmounts.
