@@ -61,26 +61,25 @@ class PlainChunkSource:
         self.meta = meta
         self.read_shape = meta.chunk_shape
         # Pre-2.8 zarr NestedDirectoryStore wrote 'i/j' keys without saying so.
-        self._nested_fallback = meta.zarr_format == "2" and meta.ndim > 1
-        self._nested = False
+        # None = not known yet: a missing dotted key also tries the nested one,
+        # until a chunk is found either way. Loads run on many threads at once,
+        # so the layout only ever changes from unknown to known.
+        self._nested: bool | None = None if meta.zarr_format == "2" and meta.ndim > 1 else False
 
-    def _key(self, coords: tuple[int, ...]) -> str:
-        key = self.meta.chunk_key(coords)
-        if self._nested:
-            prefix, _, name = key.rpartition("/") if "/" in key else ("", "", key)
-            return f"{prefix}/{name.replace('.', '/')}" if prefix else name.replace(".", "/")
-        return key
+    def _nested_key(self, coords: tuple[int, ...]) -> str:
+        prefix, _, name = self.meta.chunk_key(coords).rpartition("/")
+        return f"{prefix}/{name.replace('.', '/')}" if prefix else name.replace(".", "/")
 
     def load(self, coords: tuple[int, ...]) -> np.ndarray | None:
-        key = self._key(coords)
+        key = self._nested_key(coords) if self._nested else self.meta.chunk_key(coords)
         data = self.store.get(key)
-        if data is None and self._nested_fallback and not self._nested:
-            self._nested_fallback = False  # probe once per array
-            self._nested = True
-            data = self.store.get(self._key(coords))
-            if data is None:
+        if self._nested is None:
+            if data is not None:
                 self._nested = False
-            key = self._key(coords)
+            elif (nested := self._nested_key(coords)) != key:
+                data = self.store.get(nested)
+                if data is not None:
+                    self._nested, key = True, nested
         if data is None:
             return None
         try:

@@ -89,29 +89,69 @@ def _bounded_stream(decompressor: Any, data: bytes | memoryview, limit: int, nam
 
 
 def _declared_size(codec_id: str, data: bytes | memoryview) -> int | None:
-    """The decoded size a frame header announces, where the format has one."""
-    raw = bytes(data[:18])
+    """The decoded size a frame header announces (or bounds), where the format has one."""
+    if codec_id == "zstd":
+        return _zstd_bound(memoryview(data).cast("B"))
+    raw = bytes(data[:16])
     if codec_id == "blosc" and len(raw) >= 16:
-        return struct.unpack_from("<I", raw, 4)[0]
+        nbytes, _, cbytes = struct.unpack_from("<III", raw, 4)
+        # c-blosc1 reads `cbytes` bytes whatever the buffer holds: a short frame must not reach it.
+        if cbytes > len(data):
+            raise ChunkError(f"blosc frame of {cbytes} bytes is truncated to {len(data)}")
+        return nbytes
     if codec_id == "lz4" and len(raw) >= 4:
         return struct.unpack_from("<I", raw, 0)[0]
-    if codec_id == "zstd":
-        return _zstd_content_size(raw)
     return None
 
 
-def _zstd_content_size(raw: bytes) -> int | None:
-    """Frame_Content_Size from a zstd frame header (RFC 8878 §3.1.1.1), if present."""
-    if len(raw) < 6 or raw[:4] != b"\x28\xb5\x2f\xfd":
-        return None
-    descriptor = raw[4]
-    fcs_flag, single_segment, dict_flag = descriptor >> 6, (descriptor >> 5) & 1, descriptor & 3
-    pos = 5 + (0 if single_segment else 1) + (0, 1, 2, 4)[dict_flag]
-    size = (1 if single_segment else 0, 2, 4, 8)[fcs_flag]
-    if size == 0 or len(raw) < pos + size:
-        return None
-    value = int.from_bytes(raw[pos : pos + size], "little")
-    return value + 256 if size == 2 else value
+_ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+_ZSTD_BLOCK_MAX = 128 << 10
+
+
+def _zstd_bound(buf: memoryview) -> int:
+    """Most bytes the zstd frames in `buf` can decode to (RFC 8878 §3.1).
+
+    A frame's Frame_Content_Size when present (the decoder enforces it);
+    otherwise the sum over its blocks: raw and RLE blocks state their size,
+    a compressed block regenerates at most min(window, 128 KiB). Streaming
+    writers omit the content size, and numcodecs then decodes without limit.
+    """
+    total = 0
+    pos = 0
+    while pos < len(buf):
+        magic = bytes(buf[pos : pos + 4])
+        if len(magic) == 4 and 0x184D2A50 <= int.from_bytes(magic, "little") <= 0x184D2A5F:  # skippable frame
+            pos += 8 + int.from_bytes(buf[pos + 4 : pos + 8], "little")
+            continue
+        if magic != _ZSTD_MAGIC or pos + 5 > len(buf):
+            raise ChunkError(f"not a zstd frame at byte {pos}")
+        descriptor = buf[pos + 4]
+        fcs_flag, single_segment, has_checksum = descriptor >> 6, (descriptor >> 5) & 1, (descriptor >> 2) & 1
+        pos += 5
+        window = 0
+        if not single_segment:
+            exponent, mantissa = buf[pos] >> 3, buf[pos] & 7
+            window = (1 << (10 + exponent)) + ((1 << (10 + exponent)) >> 3) * mantissa
+            pos += 1
+        pos += (0, 1, 2, 4)[descriptor & 3]  # dictionary id
+        fcs_size = (1 if single_segment else 0, 2, 4, 8)[fcs_flag]
+        content_size = int.from_bytes(buf[pos : pos + fcs_size], "little") + (256 if fcs_size == 2 else 0)
+        pos += fcs_size
+        block_max = min(window if window else content_size, _ZSTD_BLOCK_MAX)
+        blocks_bound = 0
+        last = 0
+        while not last:
+            if pos + 3 > len(buf):
+                raise ChunkError("zstd frame is truncated")
+            header = int.from_bytes(buf[pos : pos + 3], "little")
+            last, block_type, block_size = header & 1, (header >> 1) & 3, header >> 3
+            if block_type == 3:
+                raise ChunkError("zstd frame has a reserved block type")
+            blocks_bound += block_max if block_type == 2 else block_size
+            pos += 3 + (1 if block_type == 1 else block_size)
+        pos += 4 * has_checksum
+        total += content_size if fcs_size else blocks_bound
+    return total
 
 
 # ------------------------------------------------------------- pipelines

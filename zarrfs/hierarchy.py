@@ -160,10 +160,11 @@ class V3Dialect:
     def child_names(self, path: str) -> list[str]:
         if self.consolidated is not None:
             prefix = path + "/" if path else ""
-            return sorted({k[len(prefix):] for k in self.consolidated
-                           if k and k.startswith(prefix) and "/" not in k[len(prefix):]})
-        dirs, _ = self.store.listdir(path)
-        return sorted(d for d in dirs if not d.startswith("__"))
+            names = {k[len(prefix):] for k in self.consolidated
+                     if k and k.startswith(prefix) and "/" not in k[len(prefix):]}
+        else:
+            names = set(self.store.listdir(path)[0])
+        return sorted(n for n in names if not n.startswith("__"))  # '__' names are reserved in v3
 
 
 # --------------------------------------------------------------- v3 drafts
