@@ -43,5 +43,12 @@ class Engine:
         with self._lock:
             return self._readers.setdefault(path, reader)
 
+    def stats(self) -> dict[str, Any]:
+        """Counters a user can read from the mount's `.zarrfs-stats.json`."""
+        return {"cache": {"budget_bytes": self.cache.budget_bytes, **self.cache.stats().as_dict()},
+                "store": {"source": self.store.display_name, "requests": self.store.requests,
+                          "bytes_fetched": self.store.bytes_fetched},
+                "arrays_open": len(self._readers)}
+
     def close(self) -> None:
         self.cache.close()

@@ -23,7 +23,9 @@ import mfusepy
 
 from .errors import ZarrfsError
 from .reader import ArrayReader, ReadStream
-from .tree import DirEntry, Entry, FileEntry, VirtualTree
+from .formats import json_document
+from .formats.base import Layout
+from .tree import DirEntry, Entry, FileEntry, StatsEntry, VirtualTree
 
 log = logging.getLogger(__name__)
 
@@ -114,6 +116,8 @@ class ZarrOperations(mfusepy.Operations):
                   "st_mtime": self._mount_time_ns, "st_ctime": self._mount_time_ns, "st_blksize": BLOCK_SIZE}
         if isinstance(entry, DirEntry):
             return {**common, "st_mode": stat.S_IFDIR | 0o555, "st_nlink": 2, "st_size": 0}
+        if isinstance(entry, StatsEntry):  # size unknown until opened; read with direct_io
+            return {**common, "st_mode": stat.S_IFREG | 0o444, "st_nlink": 1, "st_size": 0}
         size = entry.layout.size
         return {**common, "st_mode": stat.S_IFREG | 0o444, "st_nlink": 1, "st_size": size,
                 "st_blocks": -(-size // 512)}
@@ -154,6 +158,9 @@ class ZarrOperations(mfusepy.Operations):
         if fi.flags & os.O_ACCMODE != os.O_RDONLY or fi.flags & (os.O_TRUNC | os.O_CREAT):
             raise mfusepy.FuseOSError(errno.EROFS)
         entry = self.tree.lookup(path)
+        if isinstance(entry, StatsEntry):
+            entry = FileEntry(Layout(json_document(self.tree.engine.stats()), 0))
+            fi.direct_io = 1  # a fresh snapshot per open, past the zero st_size
         if not isinstance(entry, FileEntry):
             raise mfusepy.FuseOSError(errno.EISDIR)
         reader = self.tree.engine.reader(entry.array_path) if entry.array_path is not None else None
@@ -161,7 +168,7 @@ class ZarrOperations(mfusepy.Operations):
             handle = next(self._next_handle)
             self._handles[handle] = OpenFile(entry, reader)
         fi.fh = handle
-        fi.keep_cache = 1  # immutable: pages cached by an earlier open stay valid
+        fi.keep_cache = 0 if fi.direct_io else 1  # immutable: pages cached by an earlier open stay valid
         return 0
 
     @_errno_boundary

@@ -24,6 +24,8 @@ from .metadata.model import ArrayMeta, GroupMeta
 log = logging.getLogger(__name__)
 
 GROUP_FILE = ".group.json"
+# Live counters (cache hits, loads, store requests...) at the mount root.
+STATS_FILE = ".zarrfs-stats.json"
 
 
 @dataclass(frozen=True)
@@ -38,7 +40,12 @@ class FileEntry:
     suffix: str = ""
 
 
-Entry = DirEntry | FileEntry
+@dataclass(frozen=True)
+class StatsEntry:
+    """The counters file: its content is made at each open, so it is never page-cached."""
+
+
+Entry = DirEntry | FileEntry | StatsEntry
 
 
 def source_name(source: str) -> str:
@@ -97,6 +104,8 @@ class VirtualTree:
                                     group_path, name, child.node.path)
                         continue
                     entries[name] = entry
+        if not group_path and STATS_FILE not in entries:
+            entries[STATS_FILE] = StatsEntry()
         group = hierarchy.node(group_path)
         if GROUP_FILE not in entries:
             entries[GROUP_FILE] = FileEntry(Layout(json_document(group.describe()), 0))
