@@ -89,7 +89,7 @@ def metadata_mounts(hierarchy: HierarchyOracle, tmp_path_factory: pytest.TempPat
 
 
 def expected_names(hierarchy: HierarchyOracle, group: str) -> set[str]:
-    names = {".group.json"}
+    names = {".group.json"} | ({".zarrfs-stats.json"} if not group else set())
     for child in hierarchy.nodes[group].children:
         node = hierarchy.nodes[f"{group}/{child}".strip("/")]
         names |= {child} if node.kind == "group" else {child + s for s in SUFFIXES}
@@ -275,7 +275,8 @@ def test_background_mount_is_usable_when_the_command_returns(attempt: int, small
     # The helper does no polling in background mode: the first call below is
     # the first thing to touch the mount after `zarrfs mount` exited 0.
     with mounted(small, tmp_path / "mnt", tmp_path / "log") as mount:
-        assert sorted(os.listdir(mount.root)) == [".group.json", *("img" + s for s in sorted(SUFFIXES))]
+        assert sorted(os.listdir(mount.root)) == [".group.json", ".zarrfs-stats.json",
+                                                  *("img" + s for s in sorted(SUFFIXES))]
         np.testing.assert_array_equal(np.load(mount / "img.npy"), np.arange(2000).reshape(40, 50))
 
 
@@ -482,10 +483,19 @@ def test_tree_of_something_that_is_not_zarr(tmp_path: Path) -> None:
 def test_mount_skips_broken_nodes_and_says_why(broken: Path, tmp_path: Path) -> None:
     expected = [rf"WARNING .*{name}.*{reason}" for name, reason in REASONS.items()]
     with mounted(broken, tmp_path / "mnt", tmp_path / "log", expected_log=expected) as mount:
-        assert sorted(os.listdir(mount.root)) == [".group.json", *("img" + s for s in sorted(SUFFIXES))]
+        assert sorted(os.listdir(mount.root)) == [".group.json", ".zarrfs-stats.json",
+                                                  *("img" + s for s in sorted(SUFFIXES))]
         log = "\n".join(mount.log_lines())
         for name, reason in REASONS.items():
             assert name in log and reason in log
+
+
+def test_helper_fails_a_test_whose_daemon_warned_unexpectedly(broken: Path, tmp_path: Path) -> None:
+    # The same mount as above without declaring its warnings: the helper must object, and still clean up.
+    with pytest.raises(pytest.fail.Exception, match=r"unexpected daemon log line: .* WARNING .*badjson"):
+        with mounted(broken, tmp_path / "mnt", tmp_path / "log") as mount:
+            pass
+    assert not is_mounted(mount.root) and not pid_alive(mount.pid)
 
 
 HELP = {
