@@ -38,7 +38,8 @@ def new_token() -> int:
 
 
 def value_nbytes(value: Any) -> int:
-    return int(getattr(value, "nbytes", 0)) + ENTRY_OVERHEAD
+    parts = value if isinstance(value, tuple) else (value,)  # e.g. a reader's (offset, window) pair
+    return sum(int(getattr(part, "nbytes", 0)) for part in parts) + ENTRY_OVERHEAD
 
 
 @dataclass

@@ -71,9 +71,10 @@ class PlainChunkSource:
         return f"{prefix}/{name.replace('.', '/')}" if prefix else name.replace(".", "/")
 
     def load(self, coords: tuple[int, ...]) -> np.ndarray | None:
-        key = self._nested_key(coords) if self._nested else self.meta.chunk_key(coords)
+        layout = self._nested  # read once: another thread may settle it meanwhile
+        key = self._nested_key(coords) if layout else self.meta.chunk_key(coords)
         data = self.store.get(key)
-        if self._nested is None:
+        if layout is None:
             if data is not None:
                 self._nested = False
             elif (nested := self._nested_key(coords)) != key:

@@ -82,6 +82,8 @@ class ArrayReader:
         self.unit_nbytes = math.prod(self.read_shape) * self.itemsize
         self._key_prefix = ("chunk", new_token())
         self.band_bytes = band_nbytes(self.meta, self.read_shape)
+        # A stream's assembled window is cached too: it must fit beside one band.
+        self.window_bytes = min(WINDOW_BYTES, max(0, cache.budget_bytes - self.band_bytes) // 2)
         # Readahead starts at one band and doubles; it never claims more than
         # half of what the cache has left after the band being read.
         room = max(0, cache.budget_bytes - self.band_bytes - WINDOW_BYTES) // 2
@@ -104,12 +106,12 @@ class ArrayReader:
         if stream is None:
             return self._assemble(start, stop).tobytes()
         self._track(stream, start, stop)
-        if not stream.sequential:
+        if not stream.sequential or stop - start >= self.window_bytes:  # a window would not pay
             return self._assemble(start, stop).tobytes()
         window_key = ("window", self._key_prefix, stream.token)
         window = self.cache.peek(window_key)
         if window is None or not (window[0] <= start and stop <= window[0] + len(window[1])):
-            window_stop = min(self.nbytes, max(stop, start + WINDOW_BYTES))
+            window_stop = min(self.nbytes, max(stop, start + self.window_bytes))
             try:
                 window = (start, self._assemble(start, window_stop))
             except ZarrfsError:

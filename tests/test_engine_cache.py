@@ -1,0 +1,215 @@
+"""The decoded-chunk cache under concurrent and sequential reads.
+
+Each chunk loads once however many threads want it at the same time; a
+sequential read decodes each chunk once when one band of chunks fits the
+budget; a budget below one band is warned about; and the memory the cache
+holds stays within its budget whatever the read pattern.
+"""
+
+from __future__ import annotations
+
+import gc
+import logging
+import math
+import threading
+import time
+import tracemalloc
+from collections import Counter
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from oracles import Oracle, write_zarr
+from zarrfs.engine import Engine
+from zarrfs.options import EngineOptions
+from zarrfs.reader import ReadStream
+
+PIECE = 128 << 10  # what the kernel asks a FUSE file system for at a time
+THREADS = 8
+
+
+@pytest.fixture(scope="module")
+def big_array(tmp_path_factory: pytest.TempPathFactory) -> Oracle:
+    """8 MiB of float32, 128x128 chunks (64 KiB), some of them missing: a band is 8 chunks = 512 KiB."""
+    data = np.arange(2048 * 1024, dtype="<f4").reshape(2048, 1024)
+    data[:128, 256:512] = 0  # two all-fill chunks, never written
+    return write_zarr(tmp_path_factory.mktemp("big"), data, zarr_format=3, chunks=(128, 128), compressors=None)
+
+
+@pytest.fixture
+def engine_with() -> Iterator[Callable[..., Engine]]:
+    opened: list[Engine] = []
+
+    def open_engine(store: Path, cache_bytes: int, **options: object) -> Engine:
+        opened.append(Engine.open(str(store), options=EngineOptions(cache_bytes=cache_bytes, **options)))
+        return opened[-1]
+
+    yield open_engine
+    for engine in opened:
+        engine.close()
+
+
+def count_fetches(engine: Engine, delay: float = 0.0) -> Counter[str]:
+    """Count (and optionally slow down) every whole-key fetch the engine's store makes."""
+    fetched: Counter[str] = Counter()
+    lock = threading.Lock()
+    plain_get = engine.store.get
+
+    def get(key: str) -> bytes | None:
+        with lock:
+            fetched[key] += 1
+        time.sleep(delay)
+        return plain_get(key)
+
+    engine.store.get = get  # type: ignore[method-assign]
+    return fetched
+
+
+def n_chunks(shape: tuple[int, ...], chunks: tuple[int, ...]) -> int:
+    return math.prod(-(-s // c) for s, c in zip(shape, chunks, strict=True))
+
+
+def read_sequentially(read: Callable[[int, int], bytes], nbytes: int, piece: int = PIECE) -> bytes:
+    return b"".join(read(start, start + piece) for start in range(0, nbytes, piece))
+
+
+# ------------------------------------------------------------- concurrency
+
+
+@pytest.mark.parametrize("ranges", ["whole", "interleaved"])
+def test_threads_reading_at_once_load_each_chunk_once(ranges: str, big_array: Oracle,
+                                                      engine_with: Callable[..., Engine]) -> None:
+    engine = engine_with(big_array.store, 64 << 20, workers=THREADS)
+    reader = engine.reader(big_array.node)
+    fetched = count_fetches(engine, delay=0.002)  # slow fetches: threads really overlap
+    want = big_array.expected.tobytes()
+    barrier = threading.Barrier(THREADS)
+    results: list[bytes] = [b""] * THREADS
+
+    def work(i: int) -> None:
+        barrier.wait()
+        if ranges == "whole":
+            results[i] = reader.read(0, len(want))
+        else:  # every thread reads all pieces, starting at a different one
+            pieces = list(range(0, len(want), PIECE))
+            order = pieces[i::THREADS] + [p for p in pieces if (p // PIECE) % THREADS != i]
+            parts = {start: reader.read(start, start + PIECE) for start in order}
+            results[i] = b"".join(parts[start] for start in pieces)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(THREADS)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert all(result == want for result in results)
+    total = n_chunks(reader.meta.shape, reader.meta.chunk_shape)
+    assert engine.cache.stats().loads == total
+    chunk_fetches = {key: n for key, n in fetched.items() if "/c/" in key}
+    assert len(chunk_fetches) == total and set(chunk_fetches.values()) == {1}
+
+
+@pytest.mark.parametrize("layout", ["dotted", "legacy-nested"])
+def test_concurrent_loads_of_v2_chunks_with_missing_first_chunk(layout: str, tmp_path: Path,
+                                                                 engine_with: Callable[..., Engine]) -> None:
+    """Regression: probing for the pre-2.8 nested key layout ('i/j' keys, no dimension_separator)
+    after a missing chunk must not misroute loads running at the same time."""
+    data = np.arange(64 * 64, dtype="<i4").reshape(64, 64)
+    data[:8, :8] = 0  # chunk (0, 0) is all fill: never written
+    separator = "/" if layout == "legacy-nested" else "."
+    oracle = write_zarr(tmp_path, data, zarr_format=2, chunks=(8, 8), compressors=None,
+                        chunk_key_encoding={"name": "v2", "separator": separator})
+    if layout == "legacy-nested":
+        zarray = oracle.store / "arr" / ".zarray"
+        zarray.write_text(zarray.read_text().replace('"dimension_separator": "/",', ""))
+        assert "dimension_separator" not in zarray.read_text()
+    for _ in range(10):
+        engine = engine_with(oracle.store, 64 << 20, workers=THREADS)
+        count_fetches(engine, delay=0.001)
+        reader = engine.reader(oracle.node)
+        assert reader.read(0, data.nbytes) == oracle.expected.tobytes()
+
+
+# --------------------------------------------------------------- sequential
+
+
+@pytest.mark.parametrize(("shape", "chunks", "dtype"), [
+    ((2048, 1024), (128, 128), "<f4"),  # 64 KiB chunks, 512 KiB bands, reads aligned to rows
+    ((1000, 1000), (100, 128), "<f4"),  # edge chunks, 128 KiB reads cut rows
+    ((40, 70, 900), (7, 16, 128), "<f8"),  # 3-D: a band spans two axes
+])
+def test_sequential_read_loads_each_chunk_once(shape: tuple[int, ...], chunks: tuple[int, ...], dtype: str,
+                                               tmp_path: Path, engine_with: Callable[..., Engine]) -> None:
+    data = np.arange(math.prod(shape), dtype=dtype).reshape(shape)
+    oracle = write_zarr(tmp_path, data, zarr_format=3, chunks=chunks, compressors=None)
+    probe = engine_with(oracle.store, 1 << 30).reader(oracle.node)
+    budget = probe.band_bytes + 64 * 1024  # one band and a little, far below the array
+    assert probe.band_bytes >= PIECE and budget < data.nbytes / 2
+    engine = engine_with(oracle.store, budget)
+    reader = engine.reader(oracle.node)
+    assert read_sequentially(reader.read, data.nbytes) == data.tobytes()
+    assert engine.cache.stats().loads == n_chunks(shape, chunks)
+
+
+@pytest.mark.parametrize("budget", [1 << 20, 6 << 20])  # one band and a half; room for readahead
+def test_sequential_stream_loads_each_chunk_once(budget: int, big_array: Oracle,
+                                                 engine_with: Callable[..., Engine]) -> None:
+    """Reads as FUSE makes them (one stream per open file, readahead on), budget below the array."""
+    engine = engine_with(big_array.store, budget)
+    reader = engine.reader(big_array.node)
+    assert budget < reader.meta.nbytes
+    stream = ReadStream()
+    got = read_sequentially(lambda start, stop: reader.read(start, stop, stream), reader.meta.nbytes)
+    assert got == big_array.expected.tobytes()
+    assert engine.cache.stats().loads == n_chunks(reader.meta.shape, reader.meta.chunk_shape)
+
+
+def test_small_budget_is_warned_about(big_array: Oracle, engine_with: Callable[..., Engine],
+                                      caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING, logger="zarrfs"):
+        engine_with(big_array.store, 1 << 20).reader(big_array.node)  # a band is 512 KiB: fits
+    assert not caplog.records
+    with caplog.at_level(logging.WARNING, logger="zarrfs"):
+        reader = engine_with(big_array.store, 256 << 10).reader(big_array.node)
+    assert reader.band_bytes > 256 << 10
+    warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1
+    assert "/arr" in warnings[0].getMessage() and "band" in warnings[0].getMessage()
+    # Still correct, only slower.
+    assert read_sequentially(reader.read, reader.meta.nbytes) == big_array.expected.tobytes()
+
+
+# ----------------------------------------------------------- bounded memory
+
+
+@pytest.mark.parametrize("pattern", ["streams", "random"])
+def test_cache_memory_stays_within_budget(pattern: str, big_array: Oracle,
+                                          engine_with: Callable[..., Engine]) -> None:
+    """Many sequential streams, or random reads: what the cache keeps alive stays near its budget.
+
+    The budget (10 MiB) holds the whole 8 MiB array, so nothing forces evictions.
+    """
+    budget = 10 << 20
+    engine = engine_with(big_array.store, budget)
+    reader = engine.reader(big_array.node)
+    want = big_array.expected.tobytes()
+    gc.collect()
+    tracemalloc.start()
+    try:
+        baseline = tracemalloc.get_traced_memory()[0]
+        if pattern == "streams":
+            for i in range(16):  # two reads each: every stream turns sequential
+                stream = ReadStream()
+                start = i * len(want) // 16
+                for offset in (start, start + PIECE):
+                    assert reader.read(offset, offset + PIECE, stream) == want[offset:offset + PIECE]
+        else:
+            for start in np.random.default_rng(0).integers(0, len(want), 200):
+                assert reader.read(int(start), int(start) + 5000) == want[start:start + 5000]
+        gc.collect()
+        held = tracemalloc.get_traced_memory()[0] - baseline
+    finally:
+        tracemalloc.stop()
+    assert engine.cache.stats().cached_bytes <= budget
+    assert held <= budget + (1 << 20), f"the cache keeps {held >> 20} MiB alive with a {budget >> 20} MiB budget"
