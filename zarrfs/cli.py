@@ -17,6 +17,7 @@ every array a set of files (.npy, .raw, .tif, .json). Nothing is converted or
 copied; reads become chunk fetches and decodes.
 """
 
+LOG_LEVELS = ["debug", "info", "warning", "error"]
 SOURCE_HELP = (
     "a local path or any fsspec URL: file://, http(s)://, s3://, gs://, zip::..., "
     "chained simplecache::... (remote protocols need `pip install zarrfs[remote]`)"
@@ -29,6 +30,7 @@ STORAGE_OPTION_HELP = (
 
 
 def _add_source(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--log-level", choices=LOG_LEVELS, help="log verbosity (default: warning)")
     parser.add_argument("source", metavar="SOURCE", help=SOURCE_HELP)
     parser.add_argument("--storage-option", "-S", action="append", default=[], metavar="KEY=VALUE",
                         help=STORAGE_OPTION_HELP)
@@ -37,8 +39,8 @@ def _add_source(parser: argparse.ArgumentParser) -> None:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="zarrfs", description=DESCRIPTION,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--log-level", default="warning",
-                        choices=["debug", "info", "warning", "error"], help="log verbosity (default: warning)")
+    parser.add_argument("--log-level", dest="global_log_level", choices=LOG_LEVELS,
+                        help="log verbosity (default: warning); also accepted after the command")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     tree = commands.add_parser("tree", help="print the hierarchy: groups, arrays and why a node cannot be served",
@@ -70,6 +72,7 @@ def _tree(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    args.log_level = getattr(args, "log_level", None) or args.global_log_level or "warning"
     logging.basicConfig(level=args.log_level.upper(), format="zarrfs: %(levelname)s: %(message)s")
     try:
         if args.command == "tree":

@@ -91,7 +91,7 @@ class VirtualTree:
         hierarchy = self.engine.hierarchy
         root = hierarchy.root() if not group_path else None
         if isinstance(root, ArrayMeta):
-            return self._array_files(self.root_name, root)
+            return {**self._array_files(self.root_name, root), STATS_FILE: StatsEntry()}
         entries: dict[str, Entry] = {}
         for child in hierarchy.children(group_path):
             if isinstance(child.node, GroupMeta):

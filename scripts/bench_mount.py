@@ -1,0 +1,216 @@
+"""Mount benchmark: the engine benchmark's 1 GiB arrays read through a real zarrfs mount.
+
+In one run, interleaved, medians of --repeat runs:
+  (a) `dd bs=1M` of the mounted `.raw` with a cold daemon (fresh mount), against
+      zarr-python 3 `z[:]` (fresh process) and against scripts/memfs_ceiling.py
+      (1 GiB served from memory by mfusepy with zarrfs's FUSE settings);
+  (b) the second `dd` of the same file (kernel page cache), against the ceiling's
+      second read and a plain file's second read;
+  (c) 20,000 random 4 KiB preads with a warm daemon cache and the file's pages
+      dropped, p50/p99, against the ceiling;
+  (d) peak daemon RSS (VmHWM) streaming a 1 GiB array with --cache-size 256M;
+  and decodes per chunk from the mount's .zarrfs-stats.json.
+
+    python scripts/bench_mount.py [--repeat 3] [--stores blosc-lz4,zstd-3,uncompressed,sharded-zstd]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_data import CHUNKS, SHAPE, STORES, ensure_store, warm_page_cache  # noqa: E402
+
+HERE = Path(__file__).resolve().parent
+ZARRFS = [sys.executable, "-m", "zarrfs"]
+NBYTES = math.prod(SHAPE) * 4
+PREADS = 20_000
+
+
+def _wait_mounted(mountpoint: Path, process: subprocess.Popen, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"daemon exited with {process.returncode}")
+        if os.path.ismount(mountpoint):
+            os.listdir(mountpoint)
+            return
+        time.sleep(0.05)
+    raise RuntimeError(f"{mountpoint} not mounted after {timeout} s")
+
+
+@contextmanager
+def mounted(command: list[str], mountpoint: Path) -> Iterator[int]:
+    """Run a foreground FUSE daemon; yield its PID; always unmount and reap it."""
+    mountpoint.mkdir(parents=True, exist_ok=True)
+    process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL)
+    try:
+        _wait_mounted(mountpoint, process)
+        yield process.pid
+    finally:
+        subprocess.run(["fusermount3", "-u", str(mountpoint)], capture_output=True, check=False)
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        if os.path.ismount(mountpoint):
+            subprocess.run(["fusermount3", "-u", "-z", str(mountpoint)], capture_output=True, check=False)
+
+
+def zarrfs_mount(store: Path, mountpoint: Path, cache_size: str) -> list[str]:
+    return [*ZARRFS, "mount", "--foreground", "--cache-size", cache_size, str(store), str(mountpoint)]
+
+
+def ceiling_mount(mountpoint: Path) -> list[str]:
+    return [sys.executable, str(HERE / "memfs_ceiling.py"), str(mountpoint), "--size", str(NBYTES), "--foreground"]
+
+
+def dd_seconds(path: Path) -> float:
+    start = time.perf_counter()
+    subprocess.run(["dd", f"if={path}", "of=/dev/null", "bs=1M"], capture_output=True, check=True)
+    return time.perf_counter() - start
+
+
+def drop_pages(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
+
+
+def pread_latencies(path: Path, seed: int) -> list[float]:
+    """Microseconds for PREADS random 4 KiB preads, readahead off, pages dropped first."""
+    drop_pages(path)
+    rng = random.Random(seed)
+    size = os.path.getsize(path)
+    offsets = [rng.randrange(0, size - 4096) for _ in range(PREADS)]
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)
+        latencies = []
+        for offset in offsets:
+            start = time.perf_counter_ns()
+            os.pread(fd, 4096, offset)
+            latencies.append((time.perf_counter_ns() - start) / 1000)
+    finally:
+        os.close(fd)
+    return latencies
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def peak_rss(pid: int) -> int:
+    with open(f"/proc/{pid}/status", encoding="ascii") as status:
+        for line in status:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    raise RuntimeError("no VmHWM")
+
+
+def stats(mountpoint: Path) -> dict:
+    return json.loads((mountpoint / ".zarrfs-stats.json").read_text())
+
+
+def zarr_python_seconds(store: str) -> float:
+    out = subprocess.run([sys.executable, str(HERE / "bench_engine.py"), "--one", "zarr-python", store],
+                         capture_output=True, text=True, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])["seconds"]
+
+
+def run_store(store: str, work: Path, repeat: int, cache_size: str) -> dict:
+    path = ensure_store(store)
+    raw = work / "z" / f"{store}.raw"
+    ceiling_file = work / "c" / "file"
+    chunks = math.prod(-(-s // c) for s, c in zip(SHAPE, CHUNKS))
+    results: dict[str, list[float]] = {k: [] for k in (
+        "cold", "zp3", "ceiling_cold", "second", "ceiling_second", "plain_second")}
+    decodes: list[float] = []
+    for _ in range(repeat):
+        warm_page_cache(path)
+        results["zp3"].append(zarr_python_seconds(store))
+        warm_page_cache(path)
+        with mounted(zarrfs_mount(path, work / "z", cache_size), work / "z"):
+            results["cold"].append(dd_seconds(raw))
+            results["second"].append(dd_seconds(raw))
+            decodes.append(stats(work / "z")["cache"]["loads"] / chunks)
+        with mounted(ceiling_mount(work / "c"), work / "c"):
+            results["ceiling_cold"].append(dd_seconds(ceiling_file))
+            results["ceiling_second"].append(dd_seconds(ceiling_file))
+        plain = work / "plain.bin"
+        dd_seconds(plain)
+        results["plain_second"].append(dd_seconds(plain))
+    gbps = {k: NBYTES / 1e9 / statistics.median(v) for k, v in results.items()}
+    return {"gbps": gbps, "decodes_per_chunk": statistics.median(decodes)}
+
+
+def run_preads(store: str, work: Path) -> dict:
+    path = ensure_store(store)
+    with mounted(zarrfs_mount(path, work / "z", "2G"), work / "z"):
+        raw = work / "z" / f"{store}.raw"
+        dd_seconds(raw)  # warm the daemon cache with the whole array
+        ours = pread_latencies(raw, 1)
+    with mounted(ceiling_mount(work / "c"), work / "c"):
+        theirs = pread_latencies(work / "c" / "file", 1)
+    return {"p50": percentile(ours, 0.5), "p99": percentile(ours, 0.99),
+            "ceiling_p50": percentile(theirs, 0.5), "ceiling_p99": percentile(theirs, 0.99)}
+
+
+def run_rss(store: str, work: Path, cache_size: str) -> int:
+    path = ensure_store(store)
+    with mounted(zarrfs_mount(path, work / "z", cache_size), work / "z") as pid:
+        dd_seconds(work / "z" / f"{store}.raw")
+        return peak_rss(pid)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--stores", default=",".join(STORES))
+    parser.add_argument("--cache-size", default="512M")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="zarrfs-bench-mount-") as tmp:
+        work = Path(tmp)
+        with open(work / "plain.bin", "wb") as plain:  # the page-cache peer for (b)
+            for _ in range(NBYTES >> 24):
+                plain.write(os.urandom(1 << 24))
+        print("(a) cold sequential dd bs=1M, (b) second read; GB/s, medians of", args.repeat)
+        print("| store | zarrfs cold | zarr-python z[:] | ceiling cold | vs zp3 | vs ceiling | "
+              "zarrfs 2nd | ceiling 2nd | plain 2nd | 2nd vs ceiling 2nd | decodes/chunk |")
+        print("|---|---|---|---|---|---|---|---|---|---|---|")
+        for store in args.stores.split(","):
+            r = run_store(store, work, args.repeat, args.cache_size)
+            g = r["gbps"]
+            print(f"| {store} | {g['cold']:.2f} | {g['zp3']:.2f} | {g['ceiling_cold']:.2f} | "
+                  f"{g['cold'] / g['zp3']:.2f}x | {g['cold'] / g['ceiling_cold']:.2f}x | {g['second']:.2f} | "
+                  f"{g['ceiling_second']:.2f} | {g['plain_second']:.2f} | "
+                  f"{g['second'] / g['ceiling_second']:.2f}x | {r['decodes_per_chunk']:.2f} |", flush=True)
+        store = args.stores.split(",")[0]
+        p = run_preads(store, work)
+        print(f"\n(c) {PREADS} random 4 KiB preads, warm daemon cache, {store}: p50 {p['p50']:.0f} us "
+              f"(ceiling {p['ceiling_p50']:.0f} us, {p['p50'] / p['ceiling_p50']:.2f}x), p99 {p['p99']:.0f} us "
+              f"(ceiling {p['ceiling_p99']:.0f} us)")
+        rss = run_rss(store, work, "256M")
+        print(f"(d) peak daemon RSS streaming 1 GiB with --cache-size 256M: {rss / 2**20:.0f} MiB "
+              f"(target <= {256 + 100} MiB)")
+
+
+if __name__ == "__main__":
+    main()
