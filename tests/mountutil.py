@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import BinaryIO
 
 import pytest
 
@@ -126,7 +127,7 @@ class Mount:
     cwd: Path | None = None  # where the command runs: lets SOURCE and MOUNTPOINT be relative
     pid: int | None = None  # the daemon's, once mounted
     process: subprocess.Popen | None = None  # foreground: the daemon; background: the mount command
-    _log_stream: object | None = field(default=None, repr=False)
+    _log_stream: BinaryIO | None = field(default=None, repr=False)
 
     @property
     def root(self) -> Path:
@@ -166,9 +167,10 @@ class Mount:
         except subprocess.TimeoutExpired:
             self.process.kill()
             out, err = self.process.communicate()
-        if self.process.returncode != 0:
+        # A successful mount says nothing; the daemon's words go to its log.
+        if self.process.returncode != 0 or out or err:
             raise RuntimeError(f"`zarrfs mount {self.source} {self.mountpoint}` exited "
-                               f"{self.process.returncode}: {err.strip()}{self._log_excerpt()}")
+                               f"{self.process.returncode}: {out}{err.strip()}{self._log_excerpt()}")
         pids = daemon_pids(self.mountpoint)
         if len(pids) != 1:
             raise RuntimeError(f"expected one daemon serving {self.mountpoint}, found {pids}")
