@@ -177,7 +177,11 @@ def serve(options: MountOptions, report: Callable[[str], None] | None = None) ->
     tune_process()
     operations = ZarrOperations(tree, attr_timeout=options.attr_timeout, on_ready=ready)
     fuse_kwargs: dict[str, Any] = {"ro": True, "fsname": f"zarrfs:{engine.store.display_name}"[:200],
-                                   "subtype": "zarrfs", "default_permissions": True}
+                                   "subtype": "zarrfs", "default_permissions": True,
+                                   # libfuse 3.14 leaves max_idle_threads at UINT_MAX and prints "Ignoring
+                                   # invalid max threads value" unless it is set; 16 worker threads let
+                                   # reads wait on slow stores while others are served.
+                                   "max_threads": 16, "max_idle_threads": 8}
     if options.allow_other:
         fuse_kwargs["allow_other"] = True
     for option in options.fuse_options:
