@@ -257,7 +257,9 @@ BIG_ENDIAN = [">i2", ">u4", ">i8", ">f4", ">f8", ">c16", ">M8[ms]", ">U3"]
 
 
 def _dtype_id(spec: str) -> str:
-    return "struct" if spec.startswith("[") else spec.replace("<", "le").replace(">", "be").replace("[", "-").rstrip("]")
+    if spec.startswith("["):
+        return "struct"
+    return spec.replace("<", "le-").replace(">", "be-").replace("[", "-").rstrip("]")
 
 
 def _parse_dtype(spec: str) -> np.dtype:
@@ -336,7 +338,8 @@ def _v3_codec_cases() -> Iterator[tuple[str, Builder]]:
         yield f"zp3-filter-{name}", _v3(data, CHUNKS, filters=[filt])
     cube = sample((5, 6, 7), "<i2", 13)
     yield "zp3-filter-transpose-3d", _v3(cube, (2, 4, 3), filters=[TransposeCodec(order=(2, 0, 1))])
-    yield "zp3-filter-transpose-bigendian", _v3(cube.astype(">i2"), (2, 4, 3), filters=[TransposeCodec(order=(1, 2, 0))],
+    yield "zp3-filter-transpose-bigendian", _v3(cube.astype(">i2"), (2, 4, 3),
+                                                filters=[TransposeCodec(order=(1, 2, 0))],
                                                 serializer=BytesCodec(endian="big"))
 
 
@@ -373,7 +376,8 @@ def _v2_codec_cases() -> Iterator[tuple[str, Builder]]:
         "fletcher32": (i4, [numcodecs.Fletcher32()]),
         "crc32c": (i4, [numcodecs.CRC32C()]),
         "astype": (i4, [numcodecs.AsType(encode_dtype="<i8", decode_dtype="<i4")]),
-        "delta-shuffle-crc32": (i4, [numcodecs.Delta(dtype="<i4"), numcodecs.Shuffle(elementsize=4), numcodecs.CRC32()]),
+        "delta-shuffle-crc32": (i4, [numcodecs.Delta(dtype="<i4"), numcodecs.Shuffle(elementsize=4),
+                                     numcodecs.CRC32()]),
     }
     for name, (data, filts) in filters.items():
         yield f"zp2-filter-{name}", _v2(data, CHUNKS, filters=filts, compressors=numcodecs.Zlib(level=1))
@@ -436,8 +440,9 @@ def _fill_cases() -> Iterator[tuple[str, Builder]]:
     yield "zp2-fill-bytes", _v2(sample((9, 10), "S4", 46), (3, 4), fill_value=b"abcd", drop=DROP)
     yield "zp3-fill-unicode", _v3(sample((9, 10), "<U3", 47), (3, 4), fill_value="é€", drop=DROP)
     yield "zp2-fill-unicode", _v2(sample((9, 10), "<U3", 47), (3, 4), fill_value="zß", drop=DROP)
-    yield "zp3-fill-datetime-nat", _v3(sample((9, 10), "<M8[s]", 48), (3, 4), fill_value=np.datetime64("NaT"), drop=DROP)
-    yield "zp2-fill-datetime", _v2(sample((9, 10), "<M8[s]", 48), (3, 4), fill_value=np.datetime64(12345, "s"), drop=DROP)
+    times = sample((9, 10), "<M8[s]", 48)
+    yield "zp3-fill-datetime-nat", _v3(times, (3, 4), fill_value=np.datetime64("NaT"), drop=DROP)
+    yield "zp2-fill-datetime", _v2(times, (3, 4), fill_value=np.datetime64(12345, "s"), drop=DROP)
     yield "zp3-fill-f2-nan", _v3(sample((9, 10), "<f2", 49), (3, 4), fill_value=np.nan, drop=DROP)
     yield "zp3-fill-big-endian", _v3(sample((9, 10), ">i4", 50), (3, 4), fill_value=-2, drop=DROP,
                                      serializer=BytesCodec(endian="big"))

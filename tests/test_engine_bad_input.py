@@ -24,7 +24,7 @@ import pytest
 import zarr
 from zarr.codecs import BytesCodec, Crc32cCodec, GzipCodec, ShardingCodec, ShardingCodecIndexLocation
 
-from oracles import quiet, sample, write_zarr
+from oracles import quiet, write_zarr
 from zarrfs.engine import Engine
 from zarrfs.errors import ChunkError, MetadataError, NotFoundError, NotZarrError, UnsupportedError, ZarrfsError
 from zarrfs.metadata.model import ArrayMeta
