@@ -34,12 +34,6 @@ MOUNT_TIMEOUT_S = 60.0
 EXIT_TIMEOUT_S = 10.0
 FUSERMOUNT = "fusermount3"
 
-# libfuse 3.14 prints this on stderr at every start: mfusepy mounts through
-# fuse_main_real, whose max_idle_threads default (UINT_MAX since libfuse 3.12)
-# fails libfuse's own range check. Harmless, and `-o max_idle_threads=N`
-# silences it; allowed here until zarrfs passes that option itself.
-LIBFUSE_IDLE_THREADS_NOTICE = r"Ignoring invalid max threads value 4294967295 > max \(100000\)\."
-
 # The daemon's own log records below WARNING (format of mount_cli._setup_logging):
 # the only lines a test need not declare.
 _QUIET_RECORD = re.compile(r"^\S+ \S+ zarrfs\[\d+\] (DEBUG|INFO) ")
@@ -224,7 +218,7 @@ class Mount:
         return self.log.read_text(errors="replace").splitlines() if self.log.exists() else []
 
     def unexpected_log_lines(self) -> list[str]:
-        allowed = [re.compile(p) for p in (LIBFUSE_IDLE_THREADS_NOTICE, *self.expected_log)]
+        allowed = [re.compile(p) for p in self.expected_log]
         return [line for line in self.log_lines()
                 if line.strip() and not _QUIET_RECORD.match(line) and not any(p.search(line) for p in allowed)]
 
