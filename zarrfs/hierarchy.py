@@ -262,6 +262,8 @@ def detect(store: Store) -> Dialect:
     meta = _get_json(store, "meta")
     if isinstance(meta, dict) and meta.get("zarr_format") == 1:
         return V1Dialect(store)
+    if not store.exists():
+        raise NotFoundError(f"{where} does not exist (check the path or URL)")
     raise NotZarrError(
         f"{where}: not a Zarr hierarchy (no zarr.json, .zarray, .zgroup, .zmetadata or v1 meta at its root)"
     )

@@ -109,6 +109,13 @@ class Store:
             data = data[start:stop] if stop else data[start:]
         return data
 
+    def exists(self) -> bool:
+        """Whether the store root exists at all (for telling 'missing' from 'not Zarr')."""
+        try:
+            return bool(self._call("checking the root", lambda: self.fs.exists(self.root)))
+        except StoreError:
+            return True  # cannot tell; let the caller say "not Zarr"
+
     def size(self, key: str) -> int | None:
         try:
             info = self._call(f"stat {key!r}", lambda: self.fs.info(self._path(key)))

@@ -18,7 +18,8 @@ from ..sharding import ShardingCodec
 from .dtypes import explicit_byte_order, fill_array, parse_typestr, parse_v3_data_type, with_byte_order
 from .model import ArrayMeta, ChunkKeyFn, check_sizes, parse_shape, require, require_object
 
-SHARDING_URI_SUFFIX = "storage_transformers/sharding/1.0"
+# The seed spells it both ways: storage_transformers (examples) and storage-transformers (URI line).
+SHARDING_URI_SUFFIXES = ("storage_transformers/sharding/1.0", "storage-transformers/sharding/1.0")
 
 
 def draft_chunk_key(prefix: str, separator: str, scalar_key: str) -> ChunkKeyFn:
@@ -38,9 +39,11 @@ def _codec_id(uri: Any, where: str) -> str:
     if not isinstance(uri, str) or "/" not in uri:
         raise MetadataError(f"{where}: codec must be named by a URI, got {uri!r}")
     parts = uri.rstrip("/").split("/")
-    if len(parts) < 3 or parts[-3] not in ("codec", "codecs"):
-        raise UnsupportedError(f"{where}: unknown codec {uri!r}")
-    return parts[-2]
+    if len(parts) >= 3 and parts[-3] in ("codec", "codecs"):
+        return parts[-2]
+    if len(parts) >= 2 and parts[-2] in ("codec", "codecs"):  # the seed's gzip page omits the version
+        return parts[-1]
+    raise UnsupportedError(f"{where}: unknown codec {uri!r}")
 
 
 def _data_type(value: Any, where: str) -> np.dtype:
@@ -81,7 +84,7 @@ def _sharded(meta_args: dict[str, Any], transformers: Any, inner: V2ChunkCodec, 
     """Rewrite the chunk grid and codec for the sharding storage transformer, if present."""
     for transformer in transformers or []:
         uri = transformer.get("extension") or transformer.get("type") if isinstance(transformer, dict) else None
-        if not isinstance(uri, str) or not uri.endswith(SHARDING_URI_SUFFIX):
+        if not isinstance(uri, str) or not uri.endswith(SHARDING_URI_SUFFIXES):
             raise UnsupportedError(f"{where}: storage transformer {transformer!r} is not supported")
         config = transformer.get("configuration") or {}
         cps = parse_shape(config.get("chunks_per_shard"), "chunks_per_shard", where, positive=True)
