@@ -55,12 +55,19 @@ def engines() -> Iterator[Callable[[Path], Engine]]:
         engine.close()
 
 
-def assert_error(exc: BaseException, kind: type[ZarrfsError], *names: str) -> None:
-    """Exactly `kind`, with its errno, and a message naming every one of `names`."""
+def assert_error(exc: BaseException, kind: type[ZarrfsError], store: Path | str, *names: str) -> None:
+    """Exactly `kind`, with its errno, and a message naming the store and each of `names`.
+
+    `names` are looked for after the store path is cut out: the path holds the
+    test's name, which would otherwise match words like 'shape' or 'victim'.
+    """
     assert type(exc) is kind, f"{type(exc).__name__}: {exc}"
     assert exc.errno == ERRNO[kind]
+    message = str(exc)
+    assert str(store) in message, f"{store} not in {message}"
+    rest = message.replace(str(store), "")
     for name in names:
-        assert name in str(exc), f"{name!r} not in {exc}"
+        assert name in rest, f"{name!r} not in {message}"
 
 
 def write_json(path: Path, doc: Any) -> None:
@@ -69,16 +76,16 @@ def write_json(path: Path, doc: Any) -> None:
 
 
 def group_with(root: Path, zarr_format: int, bad: Any) -> Path:
-    """A root group holding a valid array `good` (all fill) and `bad` with metadata `bad`."""
+    """A root group holding a valid array `good` (all fill) and `victim` with metadata `bad`."""
     store = root / "s.zarr"
     if zarr_format == 2:
         write_json(store / ".zgroup", {"zarr_format": 2})
         write_json(store / "good" / ".zarray", V2_ARRAY)
-        write_json(store / "bad" / ".zarray", bad)
+        write_json(store / "victim" / ".zarray", bad)
     else:
         write_json(store / "zarr.json", {"zarr_format": 3, "node_type": "group"})
         write_json(store / "good" / "zarr.json", V3_ARRAY)
-        write_json(store / "bad" / "zarr.json", bad)
+        write_json(store / "victim" / "zarr.json", bad)
     return store
 
 
@@ -192,24 +199,23 @@ def test_bad_metadata(zarr_format: int, doc: Any, kind: type[ZarrfsError], words
     store = group_with(tmp_path, zarr_format, doc)
     engine = engines(store)
     with pytest.raises(ZarrfsError) as raised:
-        engine.hierarchy.node("bad")
-    assert_error(raised.value, kind, str(store), "bad", *words)
+        engine.hierarchy.node("victim")
+    assert_error(raised.value, kind, str(store), "victim", *words)
     with pytest.raises(ZarrfsError) as raised:
-        engine.reader("bad")
+        engine.reader("victim")
     assert type(raised.value) is kind
     children = {child.name: child for child in engine.hierarchy.children("")}
-    assert sorted(children) == ["bad", "good"]
-    assert children["bad"].node is None
-    assert type(children["bad"].error) is kind
+    assert sorted(children) == ["good", "victim"]
+    assert children["victim"].node is None
+    assert type(children["victim"].error) is kind
     assert isinstance(children["good"].node, ArrayMeta) and children["good"].error is None
     assert_good_sibling(engine)
 
 
-@pytest.mark.parametrize("extra", [{"must_understand": False, "anything": [1, 2]}])
-def test_v3_field_that_need_not_be_understood_is_ignored(extra: dict[str, Any], tmp_path: Path,
+def test_v3_field_that_need_not_be_understood_is_ignored(tmp_path: Path,
                                                          engines: Callable[[Path], Engine]) -> None:
-    store = group_with(tmp_path, 3, v3(future_feature=extra))
-    reader = engines(store).reader("bad")
+    store = group_with(tmp_path, 3, v3(future_feature={"must_understand": False, "anything": [1, 2]}))
+    reader = engines(store).reader("victim")
     assert reader.read(0, reader.meta.nbytes) == np.full((4, 6), 5, "<i4").tobytes()
 
 
@@ -234,7 +240,7 @@ def test_not_zarr(tmp_path: Path) -> None:
     (tmp_path / "sub").mkdir()
     with pytest.raises(ZarrfsError) as raised:
         Engine.open(str(tmp_path))
-    assert_error(raised.value, NotZarrError, str(tmp_path))
+    assert_error(raised.value, NotZarrError, tmp_path)
 
 
 def test_missing_node_is_not_found(tmp_path: Path, engines: Callable[[Path], Engine]) -> None:
@@ -284,11 +290,11 @@ def test_pickle_is_never_unpickled(where: str, tmp_path: Path, engines: Callable
     payload = pickle.dumps(_Exploit(marker))
     doc = v2(compressor={"id": "pickle"}) if where == "compressor" else v2(dtype="|O", filters=[{"id": "pickle"}])
     store = group_with(tmp_path, 2, doc)
-    (store / "bad" / "0.0").write_bytes(payload)
+    (store / "victim" / "0.0").write_bytes(payload)
     engine = engines(store)
     with pytest.raises(UnsupportedError):
-        engine.reader("bad")
-    assert [c.name for c in engine.hierarchy.children("") if c.error] == ["bad"]
+        engine.reader("victim")
+    assert [c.name for c in engine.hierarchy.children("") if c.error] == ["victim"]
     assert not marker.exists()
 
 
@@ -327,7 +333,7 @@ def test_undecodable_local_name_is_skipped(zarr_format: int, tmp_path: Path,
     with open(bad_dir + b"/" + doc_name.encode(), "wb") as f:
         f.write(json.dumps(V2_ARRAY if zarr_format == 2 else V3_ARRAY).encode())
     engine = engines(store)
-    assert [c.name for c in engine.hierarchy.children("")] == ["bad", "good"]
+    assert [c.name for c in engine.hierarchy.children("")] == ["good", "victim"]
     assert_good_sibling(engine)
 
 
@@ -368,24 +374,20 @@ def test_damaged_v2_chunk(damage: str, tmp_path: Path, engines: Callable[[Path],
     engine = engines(store)
     assert_error(read_error(engine, "arr"), ChunkError, str(store), "/arr", "arr/0.1")
     # Same error on the next read (failures are not cached as data) ...
-    assert_error(read_error(engine, "arr", 12, 24), ChunkError, "arr/0.1")
+    assert_error(read_error(engine, "arr", 12, 24), ChunkError, store, "arr/0.1")
     # ... and reads that avoid the chunk still work: row 3 lives in chunks 1.0 and 1.1.
     reader = engine.reader("arr")
     assert reader.read(72, 96) == data[3].tobytes()
 
 
-@pytest.mark.parametrize("damage", ["truncated", "flipped-byte", "wrong-size"])
-def test_damaged_uncompressed_chunks(damage: str, tmp_path: Path, engines: Callable[[Path], Engine]) -> None:
-    """No compressor: a wrong length is the only detectable damage, and must be detected."""
+@pytest.mark.parametrize("length", [0, 23, 25, 48])
+def test_uncompressed_chunk_of_wrong_length(length: int, tmp_path: Path, engines: Callable[[Path], Engine]) -> None:
+    """No compressor: a 2x3 int32 chunk must be exactly 24 bytes."""
     store = group_with(tmp_path, 2, V2_ARRAY)
-    raw = np.arange(6, dtype="<i4").tobytes()
-    (store / "bad" / "1.1").write_bytes({"truncated": raw[:-1], "flipped-byte": raw[:-1] + b"\x00\x00",
-                                         "wrong-size": raw * 2}[damage])
+    (store / "victim" / "1.1").write_bytes(bytes(range(length)))
     engine = engines(store)
-    if damage == "flipped-byte":  # same length: the bytes are data, nothing to detect
-        assert engine.reader("bad").read(0, 4) == b"\x05\x00\x00\x00"
-        return
-    assert_error(read_error(engine, "bad"), ChunkError, str(store), "/bad", "bad/1.1")
+    assert_error(read_error(engine, "victim"), ChunkError, str(store), "/victim", "victim/1.1")
+    assert engine.reader("victim").read(0, 12) == np.full(3, 5, "<i4").tobytes()  # chunk 0.0: absent, fill
 
 
 V3_DAMAGE: list[tuple[str, list[Any], Callable[[bytes], bytes]]] = [
@@ -563,8 +565,8 @@ def bomb_store(root: Path, zarr_format: int, compressor: dict[str, Any], payload
         doc = v3(shape=[side, side], chunk_grid=grid([side, side]), codecs=[{"name": "bytes"}, codec])
         chunk_key = "c/0/0"
     store = group_with(root, zarr_format, doc)
-    (store / "bad" / chunk_key).parent.mkdir(parents=True, exist_ok=True)
-    (store / "bad" / chunk_key).write_bytes(payload)
+    (store / "victim" / chunk_key).parent.mkdir(parents=True, exist_ok=True)
+    (store / "victim" / chunk_key).write_bytes(payload)
     return store
 
 
@@ -574,7 +576,7 @@ def test_decompression_bomb(bomb: str, zarr_format: int, tmp_path: Path, engines
     compressor, make = BOMBS[bomb]
     store = bomb_store(tmp_path, zarr_format, compressor, make())
     engine = engines(store)
-    reader = engine.reader("bad")
+    reader = engine.reader("victim")
     tracemalloc.start()
     try:
         with pytest.raises(ZarrfsError) as raised:
@@ -582,7 +584,7 @@ def test_decompression_bomb(bomb: str, zarr_format: int, tmp_path: Path, engines
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
-    assert_error(raised.value, ChunkError, str(store), "/bad")
+    assert_error(raised.value, ChunkError, str(store), "/victim")
     assert peak < 16 << 20, f"decoding the bomb allocated {peak >> 20} MiB"
     assert_good_sibling(engine)
 
@@ -596,4 +598,4 @@ def test_zstd_without_content_size_decodes(content: str, side: int, tmp_path: Pa
     data = (np.arange(side * side) if content == "arange" else rng.integers(0, 2**31, side * side)).astype("<i4")
     payload = zstd_without_content_size(bytes(numcodecs.Zstd(level=3).encode(data.tobytes())))
     store = bomb_store(tmp_path, 2, {"id": "zstd", "level": 3}, payload, side)
-    assert engines(store).reader("bad").read(0, data.nbytes) == data.tobytes()
+    assert engines(store).reader("victim").read(0, data.nbytes) == data.tobytes()
