@@ -7,6 +7,7 @@ in-process threaded server that honours Range requests as object stores do.
 
 from __future__ import annotations
 
+import errno
 import re
 import subprocess
 import sys
@@ -24,7 +25,7 @@ import pytest
 
 from oracles import ORACLES, HierarchyOracle, Oracle, write_hierarchy
 from zarrfs.engine import Engine
-from zarrfs.errors import ChunkError, NotZarrError
+from zarrfs.errors import ChunkError, NotFoundError
 from zarrfs.metadata.model import ArrayMeta, GroupMeta
 
 CASES = [
@@ -180,9 +181,10 @@ def test_hierarchy_over_http(label: str, server: Served, served_dir: ServedDir, 
 
 
 def test_missing_store_over_http(server: Served, engine_at: EngineAt) -> None:
-    with pytest.raises(NotZarrError) as raised:
+    with pytest.raises(NotFoundError) as raised:
         engine_at(f"{server.url}/no/such/store.zarr")
-    assert "127.0.0.1" in str(raised.value)
+    assert "127.0.0.1" in str(raised.value) and "does not exist" in str(raised.value)
+    assert raised.value.errno == errno.ENOENT
 
 
 def test_corrupt_chunk_over_http(server: Served, served_dir: ServedDir, engine_at: EngineAt) -> None:
