@@ -5,6 +5,11 @@ the same key while it loads waits on that future instead of loading again.
 Finished values enter the LRU with their size; the least recently used leave
 until the budget holds. Failed loads are not cached: the next read retries.
 
+A `Batch` lets misses that belong together (inner chunks of one shard) load
+in one task, so the loader can fetch adjacent byte ranges in one request;
+each key still has its own future, created under the lock, so a key loads
+once however many threads or batches want it.
+
 The worker pool is created on first use, never at import or construction, so
 no thread exists before the daemon forks.
 """
@@ -27,6 +32,19 @@ log = logging.getLogger(__name__)
 ENTRY_OVERHEAD = 256
 
 Loader = Callable[[Hashable], Any]
+
+
+@dataclass(frozen=True)
+class Batch:
+    """How to load several missing keys together.
+
+    `group(key)`: keys with the same non-None group may load in one call;
+    `load(keys)`: yields (key, value) for each key, where a value that is an
+    exception is that key's failure (the others still succeed).
+    """
+
+    group: Callable[[Hashable], Hashable | None]
+    load: Callable[[list[Hashable]], Iterable[tuple[Hashable, Any]]]
 
 _tokens = itertools.count()
 
@@ -82,12 +100,14 @@ class ChunkCache:
         return future.result()
 
     def get_many(self, keys: Iterable[Hashable], loader: Loader, *, size_hint: int = 0,
-                 prefetch: bool = False) -> tuple[dict[Hashable, Any], dict[Hashable, Future]]:
+                 prefetch: bool = False, batch: Batch | None = None,
+                 ) -> tuple[dict[Hashable, Any], dict[Hashable, Future]]:
         """(values of the keys cached now, futures of the others).
 
-        Misses load in parallel on the worker pool; `size_hint` (the decoded
-        size of one value) is reserved from the budget while a load runs, so
-        loads in flight cannot push memory past it.
+        Misses load in parallel on the worker pool, grouped by `batch` when
+        given; `size_hint` (the decoded size of one value) is reserved from
+        the budget while a load runs, so loads in flight cannot push memory
+        past it.
         """
         values: dict[Hashable, Any] = {}
         pending: dict[Hashable, Future] = {}
@@ -104,8 +124,12 @@ class ChunkCache:
                     to_start.append((key, future))
         if to_start:
             executor = self._pool()
-            for key, future in to_start:
-                executor.submit(self._run, key, loader, future, size_hint)
+            for group in self._groups(to_start, batch):
+                if len(group) == 1 or batch is None:
+                    for key, future in group:
+                        executor.submit(self._run, key, loader, future, size_hint)
+                else:
+                    executor.submit(self._run_batch, dict(group), batch, size_hint)
         return values, pending
 
     def peek(self, key: Hashable) -> Any | None:
@@ -158,22 +182,58 @@ class ChunkCache:
         self._evict()
         return future, True
 
+    @staticmethod
+    def _groups(started: list[tuple[Hashable, Future]], batch: Batch | None) -> list[list[tuple[Hashable, Future]]]:
+        """New misses split into load tasks: one per key, or one per batch group."""
+        if batch is None:
+            return [[item] for item in started]
+        groups: dict[Hashable, list[tuple[Hashable, Future]]] = {}
+        singles: list[list[tuple[Hashable, Future]]] = []
+        for key, future in started:
+            group = batch.group(key)
+            if group is None:
+                singles.append([(key, future)])
+            else:
+                groups.setdefault(group, []).append((key, future))
+        return [*groups.values(), *singles]
+
     def _run(self, key: Hashable, loader: Loader, future: Future, size_hint: int) -> None:
         try:
             value = loader(key)
         except BaseException as exc:  # delivered to every waiter, not cached
-            with self._lock:
-                self._inflight.pop(key, None)
-                self._reserved -= size_hint
-                self._stats.load_errors += 1
-            future.set_exception(exc)
+            self._finish(key, future, exc, size_hint)
             return
+        self._finish(key, future, value, size_hint)
+
+    def _run_batch(self, futures: dict[Hashable, Future], batch: Batch, size_hint: int) -> None:
+        """Load a group of keys in one call; every future ends resolved, whatever happens."""
+        try:
+            for key, outcome in batch.load(list(futures)):
+                future = futures.pop(key, None)
+                if future is not None:
+                    self._finish(key, future, outcome, size_hint)
+        except BaseException as exc:  # the whole batch failed: every key not yet answered gets it
+            for key, future in futures.items():
+                self._finish(key, future, exc, size_hint)
+            return
+        for key, future in futures.items():  # a loader that skipped keys is a bug, not fill value
+            self._finish(key, future, RuntimeError(f"batch load gave no value for {key!r}"), size_hint)
+
+    def _finish(self, key: Hashable, future: Future, outcome: Any, size_hint: int) -> None:
+        """Deliver a value (cached) or an exception (not cached) to the key's waiters."""
+        failed = isinstance(outcome, BaseException)
         with self._lock:
             self._inflight.pop(key, None)
             self._reserved -= size_hint
-            self._stats.loads += 1
-            self._insert(key, value)
-        future.set_result(value)
+            if failed:
+                self._stats.load_errors += 1
+            else:
+                self._stats.loads += 1
+                self._insert(key, outcome)
+        if failed:
+            future.set_exception(outcome)
+        else:
+            future.set_result(outcome)
 
     def _insert(self, key: Hashable, value: Any) -> None:
         size = value_nbytes(value)

@@ -4,13 +4,18 @@ A source knows the *read unit* of its array (the chunk, or the inner chunk of
 a shard) and loads one unit by grid coordinates: fetch, decode, check. `None`
 means "all fill value" (the key is absent or the shard marks it empty), so
 missing chunks cost no memory.
+
+`load_many` loads several units at once where that saves requests: the
+sharded source reads adjacent inner chunks of one shard with one ranged
+GET. `group(coords)` says which units may share such a call (None: none).
 """
 
 from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Hashable
+from collections.abc import Hashable, Iterator
+from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
@@ -24,11 +29,27 @@ from .store import Store
 log = logging.getLogger(__name__)
 
 
+Coords = tuple[int, ...]
+# A loaded unit, or the error that unit alone failed with.
+Outcome = np.ndarray | None | ZarrfsError
+
+# Gaps of at most this many bytes between wanted inner chunks are read along
+# (and dropped) to save a request; far below 5% of any sensible chunk.
+COALESCE_GAP = 4 << 10
+# One coalesced request stays at most this big, so a batch still finishes
+# quickly and other batches keep their share of the connection.
+COALESCE_MAX = 16 << 20
+
+
 class ChunkSource(Protocol):
     meta: ArrayMeta
     read_shape: tuple[int, ...]
 
-    def load(self, coords: tuple[int, ...]) -> np.ndarray | None: ...
+    def load(self, coords: Coords) -> np.ndarray | None: ...
+
+    def group(self, coords: Coords) -> Hashable | None: ...
+
+    def load_many(self, coords: list[Coords]) -> Iterator[tuple[Coords, Outcome]]: ...
 
 
 def make_source(store: Store, meta: ArrayMeta, cache: ChunkCache) -> ChunkSource:
@@ -70,7 +91,17 @@ class PlainChunkSource:
         prefix, _, name = self.meta.chunk_key(coords).rpartition("/")
         return f"{prefix}/{name.replace('.', '/')}" if prefix else name.replace(".", "/")
 
-    def load(self, coords: tuple[int, ...]) -> np.ndarray | None:
+    def group(self, coords: Coords) -> Hashable | None:
+        return None  # one object per chunk: nothing to share
+
+    def load_many(self, coords: list[Coords]) -> Iterator[tuple[Coords, Outcome]]:
+        for one in coords:
+            try:
+                yield one, self.load(one)
+            except ZarrfsError as exc:
+                yield one, exc
+
+    def load(self, coords: Coords) -> np.ndarray | None:
         layout = self._nested  # read once: another thread may settle it meanwhile
         key = self._nested_key(coords) if layout else self.meta.chunk_key(coords)
         data = self.store.get(key)
@@ -90,8 +121,30 @@ class PlainChunkSource:
             raise _located(self.store, self.meta, key, exc) from exc
 
 
+@dataclass(frozen=True)
+class _Run:
+    """One ranged GET: [start, stop) of a shard, covering these inner chunks."""
+
+    start: int
+    stop: int
+    members: list[tuple[Coords, int, int]]  # (coords, offset, nbytes)
+
+
+def coalesce(wanted: list[tuple[Coords, int, int]], gap: int = COALESCE_GAP,
+             limit: int = COALESCE_MAX) -> list[_Run]:
+    """Group (coords, offset, nbytes) byte ranges into runs of nearby ranges, in file order."""
+    runs: list[_Run] = []
+    for coords, offset, nbytes in sorted(wanted, key=lambda item: item[1]):
+        last = runs[-1] if runs else None
+        if last is not None and last.stop <= offset <= last.stop + gap and offset + nbytes - last.start <= limit:
+            runs[-1] = _Run(last.start, offset + nbytes, [*last.members, (coords, offset, nbytes)])
+        else:
+            runs.append(_Run(offset, offset + nbytes, [(coords, offset, nbytes)]))
+    return runs
+
+
 class ShardedChunkSource:
-    """Inner chunks of shards, read by byte range after reading the shard index."""
+    """Inner chunks of shards, read by byte range after reading the shard index once."""
 
     def __init__(self, store: Store, meta: ArrayMeta, sharding: ShardingCodec, cache: ChunkCache) -> None:
         self.store = store
@@ -102,26 +155,77 @@ class ShardedChunkSource:
         self.chunks_per_shard = sharding.chunks_per_shard(meta.chunk_shape)
         self._index_key_prefix: Hashable = ("shard-index", new_token())
 
-    def load(self, coords: tuple[int, ...]) -> np.ndarray | None:
-        shard = tuple(c // n for c, n in zip(coords, self.chunks_per_shard, strict=True))
+    def group(self, coords: Coords) -> Hashable | None:
+        return self._shard(coords)
+
+    def load(self, coords: Coords) -> np.ndarray | None:
+        for _, outcome in self.load_many([coords]):
+            if isinstance(outcome, ZarrfsError):
+                raise outcome
+            return outcome
+        raise AssertionError("load_many yields one outcome per unit")
+
+    def load_many(self, coords: list[Coords]) -> Iterator[tuple[Coords, Outcome]]:
+        """Inner chunks of any shards; those of one shard that sit together come in one request."""
+        by_shard: dict[Coords, list[Coords]] = {}
+        for one in coords:
+            by_shard.setdefault(self._shard(one), []).append(one)
+        for shard, inner in by_shard.items():
+            yield from self._load_from_shard(shard, inner)
+
+    # -------------------------------------------------------------- internal
+
+    def _shard(self, coords: Coords) -> Coords:
+        return tuple(c // n for c, n in zip(coords, self.chunks_per_shard, strict=True))
+
+    def _load_from_shard(self, shard: Coords, coords: list[Coords]) -> Iterator[tuple[Coords, Outcome]]:
         key = self.meta.chunk_key(shard)
         try:
             index = self.cache.get((self._index_key_prefix, shard), lambda _: self._load_index(key))
-            if index is None:
-                return None
-            within = tuple(c % n for c, n in zip(coords, self.chunks_per_shard, strict=True))
-            offset, nbytes = (int(v) for v in index[int(np.ravel_multi_index(within, self.chunks_per_shard))])
-            if offset == int(EMPTY):
-                return None
-            data = self.store.get_range(key, offset, offset + nbytes)
-            if data is None:
-                raise ChunkError("shard vanished after its index was read")
-            if len(data) != nbytes:
-                raise ChunkError(f"shard index entry {within} [{offset}:{offset + nbytes}] points outside the shard")
-            chunk = self.sharding.codec.decode(data, self.read_shape, self.meta.dtype)
+        except ZarrfsError as exc:
+            error = _located(self.store, self.meta, f"{key} (shard index)", exc)
+            yield from ((one, error) for one in coords)
+            return
+        wanted: list[tuple[Coords, int, int]] = []
+        for one in coords:
+            entry = self._entry(index, one)
+            if entry is None:
+                yield one, None
+            else:
+                wanted.append((one, *entry))
+        for run in coalesce(wanted):
+            try:
+                data = self.store.get_range(key, run.start, run.stop)
+                if data is None:
+                    raise ChunkError("shard vanished after its index was read")
+            except ZarrfsError as exc:
+                yield from ((one, self._error(key, one, exc)) for one, _, _ in run.members)
+                continue
+            for one, offset, nbytes in run.members:
+                yield one, self._decode(key, one, data, offset - run.start, nbytes)
+
+    def _entry(self, index: np.ndarray | None, coords: Coords) -> tuple[int, int] | None:
+        """(offset, nbytes) of an inner chunk in its shard; None when it is fill value."""
+        if index is None:  # no shard: every inner chunk is fill
+            return None
+        within = tuple(c % n for c, n in zip(coords, self.chunks_per_shard, strict=True))
+        offset, nbytes = (int(v) for v in index[int(np.ravel_multi_index(within, self.chunks_per_shard))])
+        return None if offset == int(EMPTY) else (offset, nbytes)
+
+    def _decode(self, key: str, coords: Coords, data: bytes, start: int, nbytes: int) -> Outcome:
+        try:
+            if start + nbytes > len(data):
+                # A short answer: the index points past the shard's end, or the body was cut.
+                raise ChunkError(f"inner chunk [{start}:{start + nbytes}] of the run is beyond the "
+                                 f"{len(data)} bytes received (truncated shard or response)")
+            piece = data if start == 0 and nbytes == len(data) else data[start:start + nbytes]
+            chunk = self.sharding.codec.decode(piece, self.read_shape, self.meta.dtype)
             return _checked(chunk, self.meta, self.read_shape)
         except ZarrfsError as exc:
-            raise _located(self.store, self.meta, f"{key} inner {list(coords)}", exc) from exc
+            return self._error(key, coords, exc)
+
+    def _error(self, key: str, coords: Coords, exc: ZarrfsError) -> ZarrfsError:
+        return _located(self.store, self.meta, f"{key} inner {list(coords)}", exc)
 
     def _load_index(self, key: str) -> np.ndarray | None:
         start, stop = self.sharding.index_range(self.meta.chunk_shape)

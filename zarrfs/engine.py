@@ -15,39 +15,52 @@ from .reader import ArrayReader
 from .store import Store
 
 
+def pool_size(options: EngineOptions, store: Store) -> int:
+    """Loader threads: enough to keep `max_concurrency` requests in flight on a network
+    store (each thread waits on its request); on local disks `workers` keep the CPUs busy."""
+    return max(options.workers, options.store.max_concurrency) if store.remote else options.workers
+
+
 class Engine:
     def __init__(self, store: Store, options: EngineOptions | None = None) -> None:
         self.options = options or EngineOptions()
         self.store = store
-        self.hierarchy = Hierarchy(store)
-        self.cache = ChunkCache(self.options.cache_bytes, self.options.workers)
+        self.hierarchy = Hierarchy(store, ttl=self.options.metadata_ttl)
+        self.cache = ChunkCache(self.options.cache_bytes, pool_size(self.options, store))
         self._readers: dict[str, ArrayReader] = {}
         self._lock = threading.Lock()
 
     @classmethod
     def open(cls, source: str, storage_options: dict[str, Any] | None = None,
              options: EngineOptions | None = None) -> Engine:
-        return cls(Store.open(source, storage_options), options)
+        options = options or EngineOptions()
+        return cls(Store.open(source, storage_options, options.store), options)
 
     def reader(self, path: str) -> ArrayReader:
-        with self._lock:
-            found = self._readers.get(path)
-        if found is not None:
-            return found
         meta = self.hierarchy.node(path)
         if not isinstance(meta, ArrayMeta):
             raise NotFoundError(f"{self.store.display_name}: /{path} is a group, not an array")
+        with self._lock:
+            found = self._readers.get(path)
+        # With a metadata TTL a refreshed array is a new node: it gets a new reader
+        # (and new cache keys), never chunks decoded for the old shape.
+        if found is not None and found.meta is meta:
+            return found
         reader = ArrayReader(make_source(self.store, meta, self.cache), self.cache,
-                             timeout=self.options.read_timeout,
+                             timeout=max(self.options.read_timeout, self.options.store.worst_case_seconds()),
                              readahead_max=None if self.options.readahead else 0)
         with self._lock:
-            return self._readers.setdefault(path, reader)
+            found = self._readers.get(path)
+            if found is not None and found.meta is meta:
+                return found
+            self._readers[path] = reader
+            return reader
 
     def stats(self) -> dict[str, Any]:
         """Counters a user can read from the mount's `.zarrfs-stats.json`."""
         return {"cache": {"budget_bytes": self.cache.budget_bytes, **self.cache.stats().as_dict()},
-                "store": {"source": self.store.display_name, "requests": self.store.requests,
-                          "bytes_fetched": self.store.bytes_fetched},
+                "store": {"source": self.store.display_name, **self.store.stats.as_dict()},
+                "metadata": self.hierarchy.stats(),
                 "arrays_open": len(self._readers)}
 
     def close(self) -> None:

@@ -3,13 +3,19 @@
 A dialect answers two questions about a logical node path: what is there
 (`node`), and which child names might be nodes (`child_names`). Everything is
 read from metadata keys only, never from chunks. Consolidated metadata, when
-present, answers both without further requests.
+present, answers both without further requests: a whole hierarchy then costs
+the one or two GETs of detection (`zarr.json`; `.zmetadata` for v2).
+
+Without consolidated metadata, children are found by listing the store. A
+store that cannot list (an HTTP server without index pages) shows the root
+node only; that is logged once, with what to do about it.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -57,6 +63,33 @@ def _attributes(doc: Any, where: str) -> dict[str, Any]:
     return doc
 
 
+_unlistable_reported: set[str] = set()
+_report_lock = threading.Lock()
+
+
+def _first_time(store_name: str) -> bool:
+    with _report_lock:
+        first = store_name not in _unlistable_reported
+        _unlistable_reported.add(store_name)
+    return first
+
+
+def _listed_dirs(store: Store, path: str) -> list[str]:
+    """Sub-directories of group `path`; a listing with nothing in it is reported once.
+
+    A group always holds its own metadata file, so an empty listing means the
+    store cannot list (or hides it): its children cannot be discovered.
+    """
+    dirs, files = store.listdir(path)
+    if not dirs and not files and _first_time(store.display_name):
+        log.warning(
+            "%s: /%s cannot be listed (e.g. an HTTP server without directory index pages) and the store has "
+            "no consolidated metadata, so groups and arrays below the root cannot be discovered and are not "
+            "shown; the root node itself is served. Consolidate the metadata (zarr.consolidate_metadata) or "
+            "serve directory listings to see the whole hierarchy.", store.display_name, path)
+    return dirs
+
+
 # ------------------------------------------------------------------------ v2
 
 
@@ -68,8 +101,10 @@ class V2Dialect:
         self.consolidated = consolidated
 
     def _doc(self, key: str) -> Any | None:
-        if self.consolidated is not None and key in self.consolidated:
-            return self.consolidated[key]
+        if self.consolidated is not None:
+            # Consolidated metadata holds every metadata key of the hierarchy:
+            # an absent .zattrs is absent, not a reason for a request.
+            return self.consolidated.get(key)
         return _get_json(self.store, key)
 
     def node(self, path: str) -> Node | None:
@@ -93,8 +128,7 @@ class V2Dialect:
                 if rest and rest.count("/") == 1 and rest.endswith(("/.zarray", "/.zgroup")):
                     names.add(rest.split("/")[0])
             return sorted(names)
-        dirs, _ = self.store.listdir(path)
-        return sorted(d for d in dirs if not d.startswith("."))
+        return sorted(d for d in _listed_dirs(self.store, path) if not d.startswith("."))
 
 
 class V1Dialect:
@@ -137,8 +171,8 @@ class V3Dialect:
         return None
 
     def _doc(self, path: str) -> Any | None:
-        if self.consolidated is not None and path in self.consolidated:
-            return self.consolidated[path]
+        if self.consolidated is not None:
+            return self.consolidated.get(path)  # holds every node of the hierarchy
         return _get_json(self.store, join_key(path, "zarr.json"))
 
     def node(self, path: str) -> Node | None:
@@ -163,7 +197,7 @@ class V3Dialect:
             names = {k[len(prefix):] for k in self.consolidated
                      if k and k.startswith(prefix) and "/" not in k[len(prefix):]}
         else:
-            names = set(self.store.listdir(path)[0])
+            names = set(_listed_dirs(self.store, path))
         return sorted(n for n in names if not n.startswith("__"))  # '__' names are reserved in v3
 
 
@@ -277,42 +311,69 @@ class Child:
 
 
 class Hierarchy:
-    """The nodes of one store, discovered lazily and remembered while mounted."""
+    """The nodes of one store, discovered lazily and remembered.
 
-    def __init__(self, store: Store, dialect: Dialect | None = None) -> None:
+    With `ttl` (seconds), everything learnt is forgotten that long after it
+    was first read: detection runs again (re-reading consolidated metadata),
+    so arrays added to the store appear. `generation` changes at each
+    refresh, for caches built on top (the virtual tree). Without a TTL the
+    hierarchy is read once per mount: stores are usually immutable.
+    """
+
+    def __init__(self, store: Store, dialect: Dialect | None = None, ttl: float | None = None) -> None:
         self.store = store
-        self.dialect = dialect or detect(store)
+        self.ttl = ttl
         self._lock = threading.Lock()
+        self._refresh_lock = threading.Lock()
         self._nodes: dict[str, Node] = {}
         self._children: dict[str, list[Child]] = {}
+        self._generation = 0
+        self.refreshes = 0
+        self._dialect = dialect or detect(store)
+        self._loaded_at = time.monotonic()
+
+    @property
+    def dialect(self) -> Dialect:
+        self._refresh_if_stale()
+        return self._dialect
+
+    @property
+    def generation(self) -> int:
+        """Changes whenever the metadata was read anew (checked, and refreshed if stale, here)."""
+        self._refresh_if_stale()
+        return self._generation
 
     @property
     def zarr_format(self) -> str:
         return self.dialect.zarr_format
 
+    def stats(self) -> dict[str, Any]:
+        return {"ttl": self.ttl, "refreshes": self.refreshes}
+
     def root(self) -> Node:
         return self.node("")
 
     def node(self, path: str) -> Node:
+        dialect = self.dialect
         with self._lock:
             cached = self._nodes.get(path)
         if cached is not None:
             return cached
-        found = self.dialect.node(path)
+        found = dialect.node(path)
         if found is None:
             raise NotFoundError(f"{self.store.display_name}: no Zarr node at /{path}")
         with self._lock:
-            self._nodes[path] = found
-        return found
+            return self._nodes.setdefault(path, found)
 
     def children(self, path: str) -> list[Child]:
         """The child nodes of group `path`; a broken child carries its error."""
+        dialect = self.dialect
         with self._lock:
             cached = self._children.get(path)
         if cached is not None:
             return cached
         children: list[Child] = []
-        for name in self.dialect.child_names(path):
+        for name in dialect.child_names(path):
             if not valid_node_name(name):
                 log.warning("%s: /%s: skipping child %r: not a valid node name", self.store.display_name, path, name)
                 continue
@@ -325,5 +386,27 @@ class Hierarchy:
                 log.warning("%s", exc)
                 children.append(Child(name, None, exc))
         with self._lock:
-            self._children[path] = children
-        return children
+            return self._children.setdefault(path, children)
+
+    def _refresh_if_stale(self) -> None:
+        if self.ttl is None or time.monotonic() - self._loaded_at < self.ttl:
+            return
+        with self._refresh_lock:  # one thread refreshes; the others wait for its result
+            if time.monotonic() - self._loaded_at < self.ttl:
+                return
+            try:
+                dialect = detect(self.store)
+            except ZarrfsError as exc:
+                # Keep serving what we know rather than emptying a mounted tree
+                # because the store hiccuped; try again after another TTL.
+                log.warning("%s: refreshing metadata failed, keeping the previous view: %s",
+                            self.store.display_name, exc)
+                self._loaded_at = time.monotonic()
+                return
+            with self._lock:
+                self._dialect = dialect
+                self._nodes.clear()
+                self._children.clear()
+                self._generation += 1
+                self.refreshes += 1
+                self._loaded_at = time.monotonic()

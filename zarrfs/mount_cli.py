@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from .formats import DEFAULT_FORMATS, FORMAT_GROUPS
-from .options import EngineOptions, default_workers, parse_size, parse_storage_options
+from .options import EngineOptions, StoreOptions, default_workers, parse_duration, parse_size, parse_storage_options
+from .redact import RedactingFormatter, daemon_argv, quiet_backends, secret_values
 
 log = logging.getLogger(__name__)
 
@@ -31,6 +33,18 @@ def add_mount_commands(commands: argparse._SubParsersAction, add_source: Callabl
                        help="file kinds to show, comma-separated from npy,raw,tif,json (default: %(default)s)")
     mount.add_argument("--workers", type=int, default=default_workers(), metavar="N",
                        help="threads that fetch and decode chunks (default: %(default)s)")
+    store_defaults = StoreOptions()
+    mount.add_argument("--max-concurrency", type=int, default=store_defaults.max_concurrency, metavar="N",
+                       help="store requests in flight at once; remote stores get this many loader threads "
+                            "(default: %(default)s)")
+    mount.add_argument("--timeout", type=float, default=store_defaults.timeout, metavar="SECONDS",
+                       help="longest one store request may take, first to last byte (default: %(default)g)")
+    mount.add_argument("--retries", type=int, default=store_defaults.retries, metavar="N",
+                       help="further tries of a failed store request, with backoff; then the read fails "
+                            "with EIO (default: %(default)s)")
+    mount.add_argument("--metadata-ttl", default="forever", metavar="DURATION",
+                       help="how long listings and metadata stay valid, e.g. 60, 5m; new arrays appear "
+                            "after it (default: %(default)s: read once per mount)")
     mount.add_argument("--foreground", "-f", action="store_true",
                        help="stay in the foreground (for systemd); logs go to stderr")
     mount.add_argument("--allow-other", action="store_true",
@@ -58,10 +72,14 @@ def _suffixes(text: str) -> tuple[str, ...]:
     return tuple(suffix for n in names for suffix in FORMAT_GROUPS[n])
 
 
-def _setup_logging(level: str, log_file: str | None) -> None:
-    handlers: list[logging.Handler] = [logging.FileHandler(log_file) if log_file else logging.StreamHandler()]
-    logging.basicConfig(level=level.upper(), handlers=handlers, force=True,
-                        format="%(asctime)s zarrfs[%(process)d] %(levelname)s %(name)s: %(message)s")
+LOG_FORMAT = "%(asctime)s zarrfs[%(process)d] %(levelname)s %(name)s: %(message)s"
+
+
+def _setup_logging(level: str, log_file: str | None, secrets: Iterable[str]) -> None:
+    handler: logging.Handler = logging.FileHandler(log_file) if log_file else logging.StreamHandler()
+    handler.setFormatter(RedactingFormatter(LOG_FORMAT, secrets))
+    logging.basicConfig(level=level.upper(), handlers=[handler], force=True)
+    quiet_backends()
 
 
 def run_mount_command(args: argparse.Namespace) -> int:
@@ -70,18 +88,27 @@ def run_mount_command(args: argparse.Namespace) -> int:
     if args.command in ("unmount", "umount"):
         unmount(args.mountpoint, lazy=args.lazy)
         return 0
+    ttl = parse_duration(args.metadata_ttl)
+    storage_options = parse_storage_options(args.storage_option)
     options = MountOptions(
         source=args.source,
         mountpoint=args.mountpoint,
-        storage_options=parse_storage_options(args.storage_option),
-        engine=EngineOptions(cache_bytes=parse_size(args.cache_size), workers=max(1, args.workers)),
+        storage_options=storage_options,
+        engine=EngineOptions(cache_bytes=parse_size(args.cache_size), workers=max(1, args.workers),
+                             store=StoreOptions(timeout=args.timeout, retries=args.retries,
+                                                max_concurrency=args.max_concurrency),
+                             metadata_ttl=ttl),
         suffixes=_suffixes(args.formats),
         allow_other=args.allow_other,
         fuse_options=tuple(args.fuse_options),
+        # The kernel must not remember names and sizes longer than we do.
+        **({"attr_timeout": min(MountOptions.attr_timeout, ttl)} if ttl is not None else {}),
     )
     if not args.foreground:
         check_mountpoint(args.mountpoint)  # fail fast, before starting anything
-        return spawn_daemon(sys.argv[1:], args.log_file)
-    _setup_logging(args.log_level, args.log_file)
+        argv, env = daemon_argv(sys.argv[1:])
+        os.environ.update(env)  # the daemon inherits them; `ps` shows only @env: references
+        return spawn_daemon(argv, args.log_file)
+    _setup_logging(args.log_level, args.log_file, secret_values(storage_options))
     report = report_to_fd(args.ready_fd) if args.ready_fd is not None else None
     return serve(options, report)

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .cache import ChunkCache, new_token
+from .cache import Batch, ChunkCache, new_token
 from .chunks import ChunkSource, band_nbytes
 from .errors import StoreTimeoutError, ZarrfsError
 from .metadata.model import ArrayMeta
@@ -81,6 +81,8 @@ class ArrayReader:
         self.read_shape = source.read_shape
         self.unit_nbytes = math.prod(self.read_shape) * self.itemsize
         self._key_prefix = ("chunk", new_token())
+        # Misses in one shard load together: adjacent inner chunks come in one request.
+        self._batch = Batch(lambda key: source.group(key[1]), self._load_many)
         self.band_bytes = band_nbytes(self.meta, self.read_shape)
         # A stream's assembled window is cached too: it must fit beside one band.
         self.window_bytes = min(WINDOW_BYTES, max(0, cache.budget_bytes - self.band_bytes) // 2)
@@ -149,7 +151,7 @@ class ArrayReader:
         step = self.read_shape[-1]
         coords = [(*lead, c) for c in range(column // step, (column_stop - 1) // step + 1)]
         keys = [self._key(c) for c in coords]
-        values, pending = self.cache.get_many(keys, self._load, size_hint=self.unit_nbytes)
+        values, pending = self.cache.get_many(keys, self._load, size_hint=self.unit_nbytes, batch=self._batch)
         if pending:
             self._wait(pending, values)
         parts = []
@@ -179,7 +181,7 @@ class ArrayReader:
         boxes = linear_boxes(first, last, self.meta.shape)
         coords = dict.fromkeys(c for box in boxes for c in self._units(box))
         values, pending = self.cache.get_many([self._key(c) for c in coords], self._load,
-                                              size_hint=self.unit_nbytes)
+                                              size_hint=self.unit_nbytes, batch=self._batch)
         if pending:
             self._wait(pending, values)
         out = np.empty(last - first, self.meta.dtype)
@@ -197,6 +199,9 @@ class ArrayReader:
 
     def _load(self, key: tuple) -> np.ndarray | None:
         return self.source.load(key[1])
+
+    def _load_many(self, keys: list[tuple]) -> Iterator[tuple[tuple, object]]:
+        return ((self._key(c), outcome) for c, outcome in self.source.load_many([key[1] for key in keys]))
 
     def _units(self, box: Box) -> Iterator[tuple[int, ...]]:
         lo, hi = box
@@ -240,4 +245,5 @@ class ArrayReader:
         first = ahead_start // self.itemsize
         last = -(-ahead_stop // self.itemsize)
         coords = dict.fromkeys(c for box in linear_boxes(first, last, self.meta.shape) for c in self._units(box))
-        self.cache.get_many([self._key(c) for c in coords], self._load, size_hint=self.unit_nbytes, prefetch=True)
+        self.cache.get_many([self._key(c) for c in coords], self._load, size_hint=self.unit_nbytes, prefetch=True,
+                            batch=self._batch)

@@ -3,27 +3,35 @@
 Keys are '/'-separated paths relative to the store root. A missing key is
 `None` (Zarr treats an absent chunk as fill), every other failure is a
 `StoreError` after a bounded number of retries.
+
+Every request is bounded three ways: at most `max_concurrency` in flight (a
+semaphore), at most `timeout` seconds each (the coroutine of an async
+file system is cancelled, which also closes its connection), and at most
+`retries` further tries with jittered exponential backoff.
 """
 
 from __future__ import annotations
 
 import logging
+import random
 import re
+import threading
 import time
-from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any
 
 import fsspec
+from fsspec.asyn import AsyncFileSystem, sync
 from fsspec.core import url_to_fs
 
-from .errors import NotZarrError, StoreError, StoreTimeoutError
+from .errors import NotZarrError, StoreError
+from .options import MAX_BACKOFF, StoreOptions
 
 log = logging.getLogger(__name__)
 
-T = TypeVar("T")
-
 # Errors that mean "this key is not there" across fsspec backends.
 _MISSING = (FileNotFoundError, KeyError, IsADirectoryError, NotADirectoryError)
+# Errors that another try cannot fix: fail at once instead of after the backoff.
+_PERMANENT = (PermissionError,)
 # Credentials that may sit in a URL (user:password@host); never log them.
 _URL_CREDENTIALS = re.compile(r"(?<=://)[^/@\s]+@")
 
@@ -33,77 +41,161 @@ def redact_url(url: str) -> str:
     return _URL_CREDENTIALS.sub("***@", url)
 
 
+def backend_defaults(protocol: str, options: StoreOptions) -> dict[str, Any]:
+    """Storage options zarrfs sets for a backend unless the user set them.
+
+    s3fs: one GET per whole object (with its default max_concurrency > 1 it
+    first sends a HEAD for the size), and botocore's own timeouts and retries
+    aligned with ours instead of multiplying them (its default: 60 s, 5 tries).
+    """
+    if protocol in ("s3", "s3a"):
+        return {"max_concurrency": 1,
+                "config_kwargs": {"connect_timeout": options.timeout, "read_timeout": options.timeout,
+                                  "retries": {"max_attempts": 1}}}
+    return {}
+
+
+def _merged(defaults: dict[str, Any], given: dict[str, Any]) -> dict[str, Any]:
+    """`given` over `defaults`, one level of nested dicts merged too (config_kwargs)."""
+    merged = dict(defaults)
+    for key, value in given.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = {**merged[key], **value}
+        else:
+            merged[key] = value
+    return merged
+
+
+class StoreStats:
+    """Request counters, updated from many loader threads at once."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.requests = 0  # attempts sent, retries included
+        self.retries = 0
+        self.failures = 0  # requests that failed after every try
+        self.bytes_fetched = 0
+        self.in_flight = 0
+        self.max_in_flight = 0
+
+    def started(self) -> None:
+        with self._lock:
+            self.requests += 1
+            self.in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self.in_flight)
+
+    def finished(self, nbytes: int = 0) -> None:
+        with self._lock:
+            self.in_flight -= 1
+            self.bytes_fetched += nbytes
+
+    def count(self, field: str) -> None:
+        with self._lock:
+            setattr(self, field, getattr(self, field) + 1)
+
+    def as_dict(self) -> dict[str, int]:
+        with self._lock:
+            return {"requests": self.requests, "retries": self.retries, "failures": self.failures,
+                    "bytes_fetched": self.bytes_fetched, "in_flight": self.in_flight,
+                    "max_in_flight": self.max_in_flight}
+
+
 class Store:
     """Read-only access to the keys below `root` on an fsspec file system."""
 
-    def __init__(
-        self,
-        fs: fsspec.AbstractFileSystem,
-        root: str,
-        display_name: str,
-        retries: int = 3,
-        retry_backoff: float = 0.2,
-    ) -> None:
+    def __init__(self, fs: fsspec.AbstractFileSystem, root: str, display_name: str,
+                 options: StoreOptions | None = None) -> None:
         self.fs = fs
         self.root = root.rstrip("/")
         self.display_name = display_name
-        self.retries = retries
-        self.retry_backoff = retry_backoff
-        # Counters a user can see (`zarrfs tree --stats`, the mount's log).
-        self.requests = 0
-        self.bytes_fetched = 0
+        self.options = options or StoreOptions()
+        self.stats = StoreStats()
+        self._slots = threading.BoundedSemaphore(self.options.max_concurrency)
+        # Async backends (HTTP, S3, GCS) run on fsspec's event loop: calling
+        # their coroutines directly lets a timeout cancel the request.
+        self._async = isinstance(fs, AsyncFileSystem) and not fs.asynchronous
 
     @classmethod
-    def open(cls, url: str, storage_options: dict[str, Any] | None = None) -> Store:
+    def open(cls, url: str, storage_options: dict[str, Any] | None = None,
+             options: StoreOptions | None = None) -> Store:
         """Open SOURCE (a local path or any fsspec URL, chained ones too)."""
+        options = options or StoreOptions()
+        protocol = url.split("::")[-1].partition("://")[0] if "://" in url else "file"
         try:
-            fs, root = url_to_fs(url, **(storage_options or {}))
+            fs, root = url_to_fs(url, **_merged(backend_defaults(protocol, options), storage_options or {}))
         except (ValueError, ImportError, TypeError) as exc:
             raise NotZarrError(f"cannot open {redact_url(url)}: {exc}") from exc
-        return cls(fs, root, redact_url(url))
+        return cls(fs, root, redact_url(url), options)
+
+    @property
+    def remote(self) -> bool:
+        """Whether requests wait on a network (then many should be in flight at once)."""
+        return self._async
+
+    # Counters read by the mount's log and benchmarks.
+    @property
+    def requests(self) -> int:
+        return self.stats.requests
+
+    @property
+    def bytes_fetched(self) -> int:
+        return self.stats.bytes_fetched
 
     def _path(self, key: str) -> str:
         return f"{self.root}/{key}" if key else self.root
 
-    def _call(self, what: str, fn: Callable[[], T]) -> T:
-        """Run one store operation with retries; FileNotFoundError passes through."""
-        for attempt in range(self.retries + 1):
-            try:
-                self.requests += 1
-                return fn()
-            except _MISSING:
-                raise
-            except TimeoutError as exc:
-                error: Exception = exc
-                kind: type[StoreError] = StoreTimeoutError
-            except (OSError, RuntimeError, ValueError) as exc:
-                # fsspec backends raise plain OSError, aiohttp errors wrapped in
-                # OSError/RuntimeError, or ValueError for bad ranges/bodies.
-                error, kind = exc, StoreError
-            if attempt < self.retries:
-                time.sleep(self.retry_backoff * 2**attempt)
-        raise kind(f"{self.display_name}: {what} failed after {self.retries + 1} tries: {error}")
+    def _invoke(self, method: str, *args: Any, **kwargs: Any) -> Any:
+        """fs.<method>(*args, **kwargs) within the per-request timeout."""
+        if self._async:
+            return sync(self.fs.loop, getattr(self.fs, "_" + method), *args, timeout=self.options.timeout, **kwargs)
+        return getattr(self.fs, method)(*args, **kwargs)
+
+    def _call(self, what: str, method: str, *args: Any, **kwargs: Any) -> Any:
+        """One store operation with retries; FileNotFoundError passes through."""
+        tries = self.options.retries + 1
+        for attempt in range(tries):
+            with self._slots:
+                self.stats.started()
+                nbytes = 0
+                try:
+                    result = self._invoke(method, *args, **kwargs)
+                    nbytes = len(result) if isinstance(result, bytes | bytearray) else 0
+                    return result
+                except _MISSING:
+                    raise
+                except TimeoutError:
+                    error = f"no complete answer within {self.options.timeout:g} s"
+                except _PERMANENT as exc:
+                    self.stats.count("failures")
+                    raise StoreError(f"{self.display_name}: {what} refused: {exc}") from exc
+                except Exception as exc:  # noqa: BLE001 - backends raise aiohttp, botocore and OS errors alike
+                    # Transient until proven otherwise: 5xx answers, resets,
+                    # truncated bodies, refused connections while a server restarts.
+                    error = redact_url(f"{type(exc).__name__}: {exc}".strip().rstrip(":"))
+                finally:
+                    self.stats.finished(nbytes)
+            if attempt + 1 < tries:
+                self.stats.count("retries")
+                delay = min(MAX_BACKOFF, self.options.retry_backoff * 2**attempt) * random.uniform(0.5, 1.0)
+                log.debug("%s: %s: %s; retrying in %.2f s", self.display_name, what, error, delay)
+                time.sleep(delay)
+        self.stats.count("failures")
+        raise StoreError(f"{self.display_name}: {what} failed after {tries} tries: {error}")
 
     def get(self, key: str) -> bytes | None:
         """The whole value of `key`, or None if it does not exist."""
         try:
-            data = self._call(f"reading {key!r}", lambda: self.fs.cat_file(self._path(key)))
+            return self._call(f"reading {key!r}", "cat_file", self._path(key))
         except _MISSING:
             return None
-        self.bytes_fetched += len(data)
-        return data
 
     def get_range(self, key: str, start: int, stop: int) -> bytes | None:
         """Bytes [start, stop) of `key`; negative `start` counts from the end."""
-        path = self._path(key)
         try:
-            data = self._call(
-                f"reading {key!r} [{start}:{stop}]",
-                lambda: self.fs.cat_file(path, start=start, end=stop if stop else None),
-            )
+            data = self._call(f"reading {key!r} [{start}:{stop}]", "cat_file", self._path(key),
+                              start=start, end=stop if stop else None)
         except _MISSING:
             return None
-        self.bytes_fetched += len(data)
         if len(data) > stop - start:  # (stop 0 with a negative start: the last -start bytes)
             # The server ignored the Range header (python -m http.server does) and sent the whole object.
             data = data[start:stop] if stop else data[start:]
@@ -112,13 +204,13 @@ class Store:
     def exists(self) -> bool:
         """Whether the store root exists at all (for telling 'missing' from 'not Zarr')."""
         try:
-            return bool(self._call("checking the root", lambda: self.fs.exists(self.root)))
+            return bool(self._call("checking the root", "exists", self.root))
         except StoreError:
             return True  # cannot tell; let the caller say "not Zarr"
 
     def size(self, key: str) -> int | None:
         try:
-            info = self._call(f"stat {key!r}", lambda: self.fs.info(self._path(key)))
+            info = self._call(f"stat {key!r}", "info", self._path(key))
         except _MISSING:
             return None
         size = info.get("size")
@@ -132,7 +224,7 @@ class Store:
         """
         base = self._path(prefix)
         try:
-            entries = self._call(f"listing {prefix!r}", lambda: self.fs.ls(base, detail=True))
+            entries = self._call(f"listing {prefix!r}", "ls", base, detail=True)
         except _MISSING:
             return [], []
         dirs: list[str] = []

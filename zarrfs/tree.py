@@ -59,7 +59,9 @@ class VirtualTree:
     engine: Engine
     suffixes: tuple[str, ...] = tuple(FORMATS)
     root_name: str = "array"
-    _dirs: dict[str, dict[str, Entry]] = field(default_factory=dict)
+    # Built directories, with the hierarchy generation they were built from:
+    # a metadata refresh (--metadata-ttl) makes them stale.
+    _dirs: dict[str, tuple[int, dict[str, Entry]]] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def lookup(self, path: str) -> Entry:
@@ -77,13 +79,15 @@ class VirtualTree:
         return entry
 
     def listdir(self, directory: DirEntry) -> dict[str, Entry]:
+        generation = self.engine.hierarchy.generation
         with self._lock:
             cached = self._dirs.get(directory.group_path)
-        if cached is not None:
-            return cached
+        if cached is not None and cached[0] == generation:
+            return cached[1]
         entries = self._build_dir(directory.group_path)
         with self._lock:
-            return self._dirs.setdefault(directory.group_path, entries)
+            self._dirs[directory.group_path] = (generation, entries)
+        return entries
 
     # -------------------------------------------------------------- internal
 

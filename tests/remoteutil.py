@@ -1,0 +1,323 @@
+"""Servers for the remote-store tests, all on 127.0.0.1 and stopped by the test that starts them.
+
+- `http_server(root)`: a threaded static file server with single-range support
+  (as object stores answer), counting requests per path.
+- `FaultProxy`: an HTTP proxy in front of an upstream that injects latency,
+  503s, connection resets, truncated or corrupted bodies, stalls, and can
+  disappear (refuse connections) and come back on the same port.
+- `s3_server()`: moto's standalone S3 server in a subprocess (as s3fs's own
+  tests do), with helpers to upload a directory into a bucket.
+"""
+
+from __future__ import annotations
+
+import http.client
+import os
+import re
+import socket
+import struct
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, SimpleHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import BinaryIO
+
+STALL_LIMIT_S = 30.0  # a stalled answer never holds a server thread longer than this
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True  # a stalled handler must not keep the test process alive
+    allow_reuse_address = True
+
+
+# ------------------------------------------------------------ static server
+
+
+class RangeHandler(SimpleHTTPRequestHandler):
+    """Static files with `Range: bytes=a-b`, `a-` and `-n` (RFC 9110), requests counted per path."""
+
+    counter: Counter  # set per server class
+
+    def send_head(self) -> BinaryIO | None:
+        self.counter[self.path] += 1
+        spec = self.headers.get("Range")
+        path = Path(self.translate_path(self.path))
+        if not spec or not path.is_file():
+            return super().send_head()
+        size = path.stat().st_size
+        first, _, last = spec.removeprefix("bytes=").partition("-")
+        if first:
+            start, stop = int(first), min(size, int(last) + 1 if last else size)
+        else:
+            start, stop = max(0, size - int(last)), size
+        if start >= size:
+            self.send_error(HTTPStatus.REQUESTED_RANGE_NOT_SATISFIABLE)
+            return None
+        with open(path, "rb") as f:
+            f.seek(start)
+            data = f.read(stop - start)
+        self.send_response(HTTPStatus.PARTIAL_CONTENT)
+        self.send_header("Content-Type", "application/octet-stream")
+        self.send_header("Content-Range", f"bytes {start}-{stop - 1}/{size}")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(data)
+        return None
+
+    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - stdlib signature
+        return
+
+
+@dataclass
+class HttpServer:
+    url: str
+    counter: Counter
+
+    @property
+    def requests(self) -> int:
+        return sum(self.counter.values())
+
+
+@contextmanager
+def http_server(root: Path) -> Iterator[HttpServer]:
+    counter: Counter = Counter()
+    handler = type("CountingRangeHandler", (RangeHandler,), {"counter": counter})
+    server = _Server(("127.0.0.1", 0), lambda *a: handler(*a, directory=str(root)))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield HttpServer(f"http://127.0.0.1:{server.server_address[1]}", counter)
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)
+
+
+# -------------------------------------------------------------- fault proxy
+
+
+FAULTS = ("latency", "503", "reset", "truncate", "short", "corrupt", "stall")
+
+
+@dataclass
+class Rule:
+    fault: str
+    match: re.Pattern[str]
+    times: int | None  # None: every matching request
+    seconds: float = 0.0  # latency / stall duration
+
+
+@dataclass
+class FaultProxy:
+    """Forwards GET/HEAD to `upstream`, applying the first rule that matches each request's path.
+
+    Faults: latency (sleep, then answer), 503 (no upstream call), reset (RST
+    without an answer), truncate (full Content-Length, half the body, then
+    close), short (half the body with a matching Content-Length: a body cut
+    by a broken proxy, detectable only by length or codec), corrupt (bytes
+    flipped, length kept), stall (headers, then nothing until `seconds` pass).
+    `down()` closes the listening socket (connections are refused), `up()`
+    listens again on the same port.
+    """
+
+    upstream: str  # host:port
+    port: int = 0
+    rules: list[Rule] = field(default_factory=list)
+    faults_applied: Counter = field(default_factory=Counter)
+    _server: _Server | None = None
+    _thread: threading.Thread | None = None
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _stop: threading.Event = field(default_factory=threading.Event)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def inject(self, fault: str, match: str = ".", times: int | None = None, seconds: float = 0.0) -> None:
+        assert fault in FAULTS, fault
+        with self._lock:
+            self.rules.append(Rule(fault, re.compile(match), times, seconds))
+
+    def clear(self) -> None:
+        with self._lock:
+            self.rules.clear()
+
+    def pick(self, path: str) -> Rule | None:
+        with self._lock:
+            for rule in self.rules:
+                if rule.match.search(path) and (rule.times is None or rule.times > 0):
+                    if rule.times is not None:
+                        rule.times -= 1
+                    self.faults_applied[rule.fault] += 1
+                    return rule
+        return None
+
+    def up(self) -> None:
+        proxy = self
+        handler = type("FaultHandler", (_FaultHandler,), {"proxy": proxy})
+        self._server = _Server(("127.0.0.1", self.port), handler)
+        self.port = self._server.server_address[1]
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread.start()
+
+    def down(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            assert self._thread is not None
+            self._thread.join(timeout=10)
+            self._server = None
+
+    def close(self) -> None:
+        self._stop.set()  # releases stalled handlers
+        self.down()
+
+
+class _FaultHandler(BaseHTTPRequestHandler):
+    proxy: FaultProxy
+    protocol_version = "HTTP/1.1"
+
+    def do_HEAD(self) -> None:  # noqa: N802 - stdlib naming
+        self._forward()
+
+    def do_GET(self) -> None:  # noqa: N802
+        self._forward()
+
+    def _forward(self) -> None:
+        rule = self.proxy.pick(self.path)
+        fault = rule.fault if rule else None
+        if fault == "latency":
+            time.sleep(rule.seconds)
+        if fault == "503":
+            self.send_response(HTTPStatus.SERVICE_UNAVAILABLE)
+            self.send_header("Content-Length", "0")
+            self.send_header("Retry-After", "0")
+            self.end_headers()
+            return
+        if fault == "reset":
+            # SO_LINGER 0: close() sends RST instead of FIN.
+            self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            self.close_connection = True
+            return
+        status, headers, body = self._upstream()
+        if fault == "stall":
+            self.send_response(status)
+            for name, value in headers:
+                self.send_header(name, value)
+            self.end_headers()
+            self.wfile.flush()
+            self.proxy._stop.wait(min(rule.seconds, STALL_LIMIT_S))
+            self.close_connection = True
+            return
+        if fault == "short":
+            body = body[: len(body) // 2]
+            headers = [(k, str(len(body)) if k.lower() == "content-length" else v) for k, v in headers]
+        if fault == "corrupt" and body:
+            middle = len(body) // 2
+            body = body[:middle] + bytes(b ^ 0x5A for b in body[middle:middle + 16]) + body[middle + 16:]
+        self.send_response(status)
+        for name, value in headers:
+            self.send_header(name, value)
+        self.end_headers()
+        if self.command == "HEAD":
+            return
+        if fault == "truncate":
+            self.wfile.write(body[: len(body) // 2])
+            self.wfile.flush()
+            self.close_connection = True
+            return
+        self.wfile.write(body)
+
+    def _upstream(self) -> tuple[int, list[tuple[str, str]], bytes]:
+        conn = http.client.HTTPConnection(self.proxy.upstream, timeout=30)
+        try:
+            headers = {k: v for k, v in self.headers.items() if k.lower() in ("range", "accept-encoding")}
+            conn.request(self.command, self.path, headers=headers)
+            response = conn.getresponse()
+            body = response.read()
+            kept = [(k, v) for k, v in response.getheaders()
+                    if k.lower() in ("content-type", "content-range", "content-length")]
+            if not any(k.lower() == "content-length" for k, _ in kept):
+                kept.append(("Content-Length", str(len(body))))
+            return response.status, kept, body
+        finally:
+            conn.close()
+
+    def log_message(self, format: str, *args: object) -> None:  # noqa: A002
+        return
+
+
+@contextmanager
+def fault_proxy(upstream_url: str) -> Iterator[FaultProxy]:
+    proxy = FaultProxy(upstream_url.removeprefix("http://"))
+    proxy.up()
+    try:
+        yield proxy
+    finally:
+        proxy.close()
+
+
+# ---------------------------------------------------------------- S3 (moto)
+
+
+@dataclass(frozen=True)
+class S3Server:
+    endpoint: str
+    process: subprocess.Popen
+
+    def client(self):  # noqa: ANN201 - boto3 has no public type here
+        import boto3
+
+        return boto3.client("s3", endpoint_url=self.endpoint, region_name="us-east-1",
+                            aws_access_key_id="testing", aws_secret_access_key="testing")
+
+    def upload(self, bucket: str, directory: Path, prefix: str) -> None:
+        """Put every file under `directory` at `prefix/<relative path>` in `bucket`."""
+        client = self.client()
+        for path in sorted(directory.rglob("*")):
+            if path.is_file():
+                client.put_object(Bucket=bucket, Key=f"{prefix}/{path.relative_to(directory).as_posix()}",
+                                  Body=path.read_bytes())
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@contextmanager
+def s3_server() -> Iterator[S3Server]:
+    """moto_server on 127.0.0.1 in a subprocess; terminated (and reaped) on the way out."""
+    port = _free_port()
+    env = {**os.environ, "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}
+    process = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+                               stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                               env=env)
+    endpoint = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=1):
+                    break
+            except OSError:
+                if process.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError("moto_server did not start") from None
+                time.sleep(0.1)
+        yield S3Server(endpoint, process)
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
