@@ -29,12 +29,48 @@ from http.server import BaseHTTPRequestHandler, SimpleHTTPRequestHandler, Thread
 from pathlib import Path
 from typing import BinaryIO
 
+from mountutil import Mount
+
 STALL_LIMIT_S = 30.0  # a stalled answer never holds a server thread longer than this
 
 
 class _Server(ThreadingHTTPServer):
     daemon_threads = True  # a stalled handler must not keep the test process alive
     allow_reuse_address = True
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self.connections: set[socket.socket] = set()
+        self._connections_lock = threading.Lock()
+
+    def process_request(self, request: socket.socket, client_address: object) -> None:  # type: ignore[override]
+        with self._connections_lock:
+            self.connections.add(request)
+        super().process_request(request, client_address)
+
+    def shutdown_request(self, request: socket.socket) -> None:  # type: ignore[override]
+        with self._connections_lock:
+            self.connections.discard(request)
+        super().shutdown_request(request)
+
+    def drop_connections(self) -> None:
+        """Cut every open (kept-alive) connection, as a server that goes away does."""
+        with self._connections_lock:
+            for connection in self.connections:
+                try:
+                    connection.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+    def handle_error(self, request: object, client_address: object) -> None:
+        """A client that hung up (zarrfs cancelled a stalled request) is not an error worth a traceback."""
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
+
+
+def remote_mount(tmp: Path, url: str, *args: str, expected_log: tuple[str, ...] = (), name: str = "mnt") -> Mount:
+    """A not yet started mount of a URL (mountutil.mount_in would turn the URL into a Path, eating '//')."""
+    return Mount(url, tmp / name, tmp / f"{name}.log", args, expected_log)  # type: ignore[arg-type]
 
 
 # ------------------------------------------------------------ static server
@@ -87,9 +123,9 @@ class HttpServer:
 
 
 @contextmanager
-def http_server(root: Path) -> Iterator[HttpServer]:
+def http_server(root: Path, handler_class: type[RangeHandler] = RangeHandler) -> Iterator[HttpServer]:
     counter: Counter = Counter()
-    handler = type("CountingRangeHandler", (RangeHandler,), {"counter": counter})
+    handler = type("CountingHandler", (handler_class,), {"counter": counter})
     server = _Server(("127.0.0.1", 0), lambda *a: handler(*a, directory=str(root)))
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
@@ -172,6 +208,7 @@ class FaultProxy:
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()
+            self._server.drop_connections()
             assert self._thread is not None
             self._thread.join(timeout=10)
             self._server = None
@@ -244,7 +281,7 @@ class _FaultHandler(BaseHTTPRequestHandler):
             response = conn.getresponse()
             body = response.read()
             kept = [(k, v) for k, v in response.getheaders()
-                    if k.lower() in ("content-type", "content-range", "content-length")]
+                    if k.lower() in ("content-type", "content-range", "content-length", "location")]
             if not any(k.lower() == "content-length" for k, _ in kept):
                 kept.append(("Content-Length", str(len(body))))
             return response.status, kept, body

@@ -1,0 +1,187 @@
+"""zarrfs mounted over HTTP from a threaded Range server on 127.0.0.1.
+
+Every array of the served stores is read through a real mount and compared
+with its oracle; the number of requests for listing a consolidated hierarchy
+of 1,000 arrays is counted on the server; --metadata-ttl makes new arrays
+appear; a server that cannot list is said to be so.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import subprocess
+import time
+import warnings
+from collections.abc import Iterator
+from dataclasses import dataclass
+from http import HTTPStatus
+from pathlib import Path
+
+import numpy as np
+import pytest
+import zarr
+
+from mountutil import Mount, mounted_many
+from oracles import ORACLES, HierarchyOracle, Oracle, write_hierarchy
+from remoteutil import HttpServer, RangeHandler, http_server, remote_mount
+from zarrfs.engine import Engine
+from zarrfs.hierarchy import Hierarchy
+from zarrfs.metadata.model import ArrayMeta
+from zarrfs.store import Store
+from zarrfs.tree import source_name
+
+ARRAYS = ["zp3-sharding-end", "zp3-sharding-start", "ts3-sharding-start-blank", "zp3-codec-blosc-lz4-shuffle",
+          "zp2-compressor-lzma", "zp3-fill-nan-missing", "zp3-root-array"]
+HIERARCHIES = ["h2", "h3", "h2c", "h3c"]
+MANY = 1000  # arrays in the big consolidated hierarchies
+
+
+@dataclass(frozen=True)
+class Served:
+    root: Path
+    arrays: dict[str, Oracle]
+    hierarchies: dict[str, HierarchyOracle]
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Served:
+    root = tmp_path_factory.mktemp("www")
+    arrays = {}
+    for name in ARRAYS:
+        (root / name).mkdir()
+        arrays[name] = ORACLES[name](root / name)
+    hierarchies = {}
+    for label in HIERARCHIES:
+        (root / label).mkdir()
+        hierarchies[label] = write_hierarchy(root / label, int(label[1]), consolidated=label.endswith("c"))
+    return Served(root, arrays, hierarchies)
+
+
+@pytest.fixture(scope="module")
+def server(served: Served) -> Iterator[HttpServer]:
+    with http_server(served.root) as running:
+        yield running
+
+
+def url_of(server: HttpServer, root: Path, store: Path) -> str:
+    return f"{server.url}/{store.relative_to(root).as_posix()}"
+
+
+def npy_path(mount: Mount, oracle: Oracle) -> Path:
+    """Where an oracle array appears: under its node path, or under the store's name for a root array."""
+    return mount / f"{oracle.node or source_name(oracle.store.name)}.npy"
+
+
+def test_every_array_through_an_http_mount(served: Served, server: HttpServer, tmp_path: Path) -> None:
+    mounts = {name: remote_mount(tmp_path, url_of(server, served.root, oracle.store), name=name)
+              for name, oracle in served.arrays.items()}
+    mounts |= {label: remote_mount(tmp_path, url_of(server, served.root, h.store), name=label)
+               for label, h in served.hierarchies.items()}
+    with mounted_many(list(mounts.values())):
+        for name, oracle in served.arrays.items():
+            got = np.load(npy_path(mounts[name], oracle))
+            want = np.ascontiguousarray(oracle.expected)
+            np.testing.assert_array_equal(got, want.astype(got.dtype), err_msg=name)
+            assert (got.dtype.kind, got.dtype.itemsize) == (want.dtype.kind, want.dtype.itemsize), name
+        for label, hierarchy in served.hierarchies.items():
+            for path, spec in hierarchy.nodes.items():
+                if spec.kind == "array":
+                    got = np.load(mounts[label] / f"{path}.npy")
+                    np.testing.assert_array_equal(got, spec.expected, err_msg=f"{label}/{path}")
+                else:
+                    listing = sorted(p.name for p in (mounts[label] / path).iterdir())
+                    for child in spec.children:
+                        assert child in listing or f"{child}.npy" in listing, (label, path, child)
+
+
+# --------------------------------------------------------------- metadata
+
+
+@pytest.fixture(scope="module")
+def many(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """v2 and v3 hierarchies of 10 groups x 100 arrays, consolidated, no chunks written."""
+    root = tmp_path_factory.mktemp("many")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for zarr_format in (2, 3):
+            top = zarr.open_group(str(root / f"m{zarr_format}.zarr"), mode="w", zarr_format=zarr_format)
+            for i in range(10):
+                group = top.create_group(f"g{i}")
+                for j in range(MANY // 10):
+                    group.create_array(f"a{j}", shape=(3, 5), chunks=(2, 2), dtype="<i2", fill_value=j)
+            zarr.consolidate_metadata(str(root / f"m{zarr_format}.zarr"), zarr_format=zarr_format)
+    return root
+
+
+@pytest.mark.parametrize("zarr_format", [2, 3])
+def test_ls_lR_of_1000_consolidated_arrays_costs_at_most_3_requests(
+        many: Path, zarr_format: int, tmp_path: Path) -> None:
+    with http_server(many) as server:
+        with mounted_many([remote_mount(tmp_path, f"{server.url}/m{zarr_format}.zarr")]) as (mount,):
+            listing = subprocess.run(["ls", "-lR", str(mount.root)], capture_output=True, text=True, check=True)
+            requests = server.requests
+            counters = json.loads((mount / ".zarrfs-stats.json").read_text())["store"]
+    assert listing.stdout.count(".npy") == MANY
+    assert requests <= 3, server.counter
+    assert counters["requests"] == requests  # zarrfs counts what the server saw
+
+
+def test_metadata_ttl_shows_new_arrays(tmp_path: Path) -> None:
+    root = tmp_path / "www"
+    store = root / "grow.zarr"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        top = zarr.open_group(str(store), mode="w", zarr_format=3)
+        top.create_array("first", shape=(2,), chunks=(2,), dtype="<u1")
+        zarr.consolidate_metadata(str(store))
+    with http_server(root) as server, mounted_many([
+            remote_mount(tmp_path, f"{server.url}/grow.zarr", "--metadata-ttl", "1", name="ttl"),
+            remote_mount(tmp_path, f"{server.url}/grow.zarr", name="forever")]) as (with_ttl, forever):
+        assert "first.npy" in {p.name for p in with_ttl.root.iterdir()}
+        assert "first.npy" in {p.name for p in forever.root.iterdir()}
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            zarr.open_group(str(store), mode="a").create_array("second", shape=(3,), chunks=(3,), dtype="<u1",
+                                                                 fill_value=7)
+            zarr.consolidate_metadata(str(store))
+        before = server.requests
+        assert "second.npy" not in {p.name for p in forever.root.iterdir()}
+        assert server.requests == before  # without a TTL nothing is asked again
+        deadline = time.monotonic() + 10
+        while "second.npy" not in {p.name for p in with_ttl.root.iterdir()}:
+            assert time.monotonic() < deadline, "the new array did not appear within 10 s of a 1 s TTL"
+            time.sleep(0.2)
+        np.testing.assert_array_equal(np.load(with_ttl / "second.npy"), np.full(3, 7, "<u1"))
+        stats = json.loads((with_ttl / ".zarrfs-stats.json").read_text())
+        assert stats["metadata"]["ttl"] == 1 and stats["metadata"]["refreshes"] >= 1
+
+
+class NoIndexHandler(RangeHandler):
+    """A server that serves files but never lists a directory (as most object-store HTTP front ends)."""
+
+    def list_directory(self, path: str) -> None:  # type: ignore[override]
+        self.send_error(HTTPStatus.NOT_FOUND)
+
+
+def test_unlistable_server_says_what_it_cannot_discover(
+        served: Served, caplog: pytest.LogCaptureFixture) -> None:
+    with http_server(served.root, NoIndexHandler) as server:
+        plain = served.hierarchies["h3"]
+        with caplog.at_level(logging.WARNING, logger="zarrfs.hierarchy"):
+            hierarchy = Hierarchy(Store.open(url_of(server, served.root, plain.store)))
+            assert hierarchy.children("") == []  # nothing below the root can be found
+            hierarchy.children("obs")
+        said = [r.getMessage() for r in caplog.records if "cannot be listed" in r.getMessage()]
+        assert len(said) == 1 and "consolidate" in said[0].lower() and "root node itself is served" in said[0]
+        assert hierarchy.root().path == ""
+        consolidated = served.hierarchies["h3c"]
+        engine = Engine.open(url_of(server, served.root, consolidated.store))
+        try:  # consolidated metadata needs no listing
+            assert [c.name for c in engine.hierarchy.children("")] == list(consolidated.nodes[""].children)
+            node = engine.hierarchy.node("obs/deeper/counts")
+            assert isinstance(node, ArrayMeta)
+            assert engine.reader("obs/deeper/counts").read(0, node.nbytes) == \
+                consolidated.nodes["obs/deeper/counts"].expected.tobytes()
+        finally:
+            engine.close()
