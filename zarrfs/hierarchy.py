@@ -21,6 +21,7 @@ from typing import Any, Protocol
 
 from .errors import MetadataError, NotFoundError, NotZarrError, ZarrfsError
 from .metadata.draft import parse_seed_array, parse_zp2_array
+from .metadata.limits import bounded_children
 from .metadata.model import ArrayMeta, GroupMeta, join_key, parse_json, require_object
 from .metadata.v2 import parse_v1_array, parse_v2_array
 from .metadata.v3 import check_must_understand, parse_v3_array
@@ -31,15 +32,21 @@ log = logging.getLogger(__name__)
 Node = ArrayMeta | GroupMeta
 
 
+# NAME_MAX (255) less the longest suffix a node's file gets ('.bigtiff.tif').
+MAX_NAME_BYTES = 255 - 12
+
+
 def valid_node_name(name: str) -> bool:
     """A child name that may become a path component (spec node-name rules)."""
     if not name or name in (".", "..") or "/" in name or "\\" in name or "\x00" in name:
         return False
     try:
-        name.encode("utf-8")
+        encoded = name.encode("utf-8")
     except UnicodeEncodeError:  # undecodable bytes from a local listing (surrogates)
         return False
-    return True
+    # Its files add a suffix; the kernel refuses longer names (and a listing
+    # with a name over 1024 bytes fails whole, hiding every sibling).
+    return len(encoded) <= MAX_NAME_BYTES
 
 
 class Dialect(Protocol):
@@ -373,7 +380,10 @@ class Hierarchy:
         if cached is not None:
             return cached
         children: list[Child] = []
-        for name in dialect.child_names(path):
+        names, too_many = bounded_children(dialect.child_names(path), f"{self.store.display_name}: /{path}")
+        if too_many:
+            log.warning("%s", too_many)
+        for name in names:
             if not valid_node_name(name):
                 log.warning("%s: /%s: skipping child %r: not a valid node name", self.store.display_name, path, name)
                 continue

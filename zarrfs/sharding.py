@@ -48,29 +48,43 @@ class ShardingCodec:
         nbytes = self.index_nbytes(shard_shape)
         return (0, nbytes) if self.index_location == "start" else (-nbytes, 0)
 
-    def parse_index(self, raw: bytes, shard_shape: tuple[int, ...]) -> np.ndarray:
-        """The index as a (n_inner, 2) uint64 array of (offset, nbytes), checked."""
+    def parse_index(self, raw: bytes, shard_shape: tuple[int, ...], shard_nbytes: int | None = None) -> np.ndarray:
+        """The index as a (n_inner, 2) uint64 array of (offset, nbytes), checked.
+
+        Refused: a wrong length, half-empty entries, ranges past 2**63, ranges
+        that overlap the index itself or each other (a damaged offset that
+        lands inside another chunk would otherwise decode that chunk's bytes
+        as this one's), and, when `shard_nbytes` is known, ranges past the end.
+        Identical ranges are allowed: a writer may store equal chunks once.
+        """
         cps = self.chunks_per_shard(shard_shape)
         expected = self.index_nbytes(shard_shape)
         if len(raw) != expected:
             raise ChunkError(f"shard index is {len(raw)} bytes, expected {expected} (truncated shard?)")
-        index = self.index_codec.decode(raw, (*cps, 2), _INDEX_DTYPE).reshape(-1, 2)
+        index = np.ascontiguousarray(self.index_codec.decode(raw, (*cps, 2), _INDEX_DTYPE).reshape(-1, 2))
         offsets, sizes = index[:, 0], index[:, 1]
         empty = (offsets == EMPTY) & (sizes == EMPTY)
         half_empty = (offsets == EMPTY) != (sizes == EMPTY)
         if half_empty.any():
-            raise ChunkError("shard index has an entry with only one of offset/nbytes empty")
-        ends = offsets[~empty].astype(object) + sizes[~empty].astype(object)
-        if len(ends) and max(ends) > 2**63:
+            raise ChunkError(f"shard index entry {int(np.argmax(half_empty))} has only one of offset/nbytes empty")
+        used = np.flatnonzero(~empty)
+        if not len(used):
+            return index
+        if int(offsets[used].max()) >= 2**63 or int(sizes[used].max()) >= 2**63:
             raise ChunkError("shard index points beyond any possible shard size")
-        return np.ascontiguousarray(index)
+        starts, stops = offsets[used], offsets[used] + sizes[used]  # no wrap: both below 2**63
+        data_start, data_stop = (expected, None) if self.index_location == "start" else (0, shard_nbytes)
+        if shard_nbytes is not None and self.index_location == "end":
+            data_stop = shard_nbytes - expected
+        _check_ranges(used, starts, stops, data_start, data_stop)
+        return index
 
     def decode(self, data: Any, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
         """Decode a whole shard held in memory (used for nested sharding)."""
         data = bytes(data)
         start, stop = self.index_range(shape)
         raw_index = data[start:] if start < 0 else data[start:stop]
-        index = self.parse_index(raw_index, shape)
+        index = self.parse_index(raw_index, shape, len(data))
         out = np.full(shape, self.fill_value, dtype)
         cps = self.chunks_per_shard(shape)
         for flat, (offset, nbytes) in enumerate(index):
@@ -94,3 +108,27 @@ class ShardingCodec:
                 "index_location": self.index_location,
             },
         }
+
+
+def _check_ranges(entries: np.ndarray, starts: np.ndarray, stops: np.ndarray, data_start: int,
+                  data_stop: int | None) -> None:
+    """Every non-empty (start, stop) inside [data_start, data_stop) and no two partly overlapping."""
+    if int(starts.min()) < data_start:
+        bad = entries[int(np.argmin(starts))]
+        raise ChunkError(f"shard index entry {bad} starts at byte {int(starts.min())}, inside the index")
+    if data_stop is not None and int(stops.max()) > data_stop:
+        bad = entries[int(np.argmax(stops))]
+        raise ChunkError(f"shard index entry {bad} ends at byte {int(stops.max())}, past the chunk data "
+                         f"(which ends at byte {data_stop})")
+    # Sorted by (start, stop), distinct ranges must not overlap their predecessor.
+    order = np.lexsort((stops, starts))
+    s, e = starts[order], stops[order]
+    distinct = np.flatnonzero((s[1:] != s[:-1]) | (e[1:] != e[:-1])) + 1
+    if len(distinct):
+        # Each distinct range against the end of the latest range before it.
+        ends_so_far = np.maximum.accumulate(e)
+        overlap = distinct[s[distinct] < ends_so_far[distinct - 1]]
+        if len(overlap):
+            i = int(overlap[0])
+            raise ChunkError(f"shard index entries {entries[order[i - 1]]} and {entries[order[i]]} overlap "
+                             f"([{int(s[i - 1])}:{int(e[i - 1])}] and [{int(s[i])}:{int(e[i])}])")

@@ -12,6 +12,7 @@ import numpy as np
 
 from ..codecs import ChunkCodec
 from ..errors import MetadataError
+from .limits import MAX_JSON_DEPTH, check_depth, check_document_size
 
 # A chunk key function maps grid coordinates to the store key of that chunk.
 ChunkKeyFn = Callable[[tuple[int, ...]], str]
@@ -96,13 +97,16 @@ def fill_json(fill: np.ndarray) -> Any:
 
 
 def parse_json(raw: bytes, where: str) -> Any:
-    """JSON as real writers emit it (bare NaN/Infinity accepted)."""
+    """JSON as real writers emit it (bare NaN/Infinity accepted), within the bounds of `limits`."""
+    check_document_size(len(raw), where)
     try:
-        return json.loads(raw.decode("utf-8"))
+        doc = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise MetadataError(f"{where}: invalid JSON: {exc}") from exc
     except RecursionError as exc:
-        raise MetadataError(f"{where}: JSON nested too deeply") from exc
+        raise MetadataError(f"{where}: JSON nested more than {MAX_JSON_DEPTH} levels deep") from exc
+    check_depth(doc, where)
+    return doc
 
 
 def require(doc: dict[str, Any], key: str, kind: type | tuple[type, ...], where: str) -> Any:

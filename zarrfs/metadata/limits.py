@@ -1,0 +1,83 @@
+"""Bounds on metadata documents, so that a hostile store cannot exhaust the daemon.
+
+A metadata document (`zarr.json`, `.zarray`, `.zmetadata`, ...) is refused
+when it is larger than `max_document_bytes()` or nested deeper than
+`MAX_JSON_DEPTH`. Parsed JSON takes about five times its size in Python
+objects (measured: 57 MiB of consolidated metadata, 277 MiB), and consolidated
+metadata stays in memory for the whole mount: the size bound keeps both
+bounded. The default holds consolidated metadata of ~100,000 arrays.
+
+A group lists at most `max_group_children()` children: each listed array
+costs ~250 us and ~5 KiB (its parsed metadata and file layouts), so a group of
+a million arrays would take minutes and gigabytes at the first `ls`.
+
+Both bounds can be raised for trusted stores with environment variables.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from ..errors import MetadataError
+
+SIZE_VARIABLE = "ZARRFS_MAX_METADATA_SIZE"
+DEFAULT_MAX_DOCUMENT_BYTES = 32 << 20
+CHILDREN_VARIABLE = "ZARRFS_MAX_GROUP_CHILDREN"
+DEFAULT_MAX_GROUP_CHILDREN = 10_000
+# Zarr metadata is a few levels deep (OME-Zarr attributes about ten); 128
+# leaves room for any real attributes and stays far below Python's recursion
+# limit, which json.dumps of the `.json` sidecar would otherwise hit.
+MAX_JSON_DEPTH = 128
+
+
+def max_document_bytes() -> int:
+    """The size bound in force: `ZARRFS_MAX_METADATA_SIZE` (e.g. 256M) or the default."""
+    text = os.environ.get(SIZE_VARIABLE)
+    if not text:
+        return DEFAULT_MAX_DOCUMENT_BYTES
+    from ..options import parse_size  # options imports nothing of ours but errors
+
+    return parse_size(text)
+
+
+def check_document_size(nbytes: int, where: str) -> None:
+    limit = max_document_bytes()
+    if nbytes > limit:
+        raise MetadataError(
+            f"{where}: metadata document of {nbytes / (1 << 20):.1f} MiB is over the {limit / (1 << 20):.0f} MiB "
+            f"limit; if the store is trusted, raise it with the environment variable {SIZE_VARIABLE} "
+            f"(e.g. {SIZE_VARIABLE}={max(2 * limit, nbytes) >> 20}M)")
+
+
+def check_depth(doc: Any, where: str) -> None:
+    """Refuse JSON nested deeper than MAX_JSON_DEPTH (iteratively: no recursion to exhaust)."""
+    stack: list[tuple[Any, int]] = [(doc, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if isinstance(value, dict):
+            children = value.values()
+        elif isinstance(value, list):
+            children = value
+        else:
+            continue
+        if depth > MAX_JSON_DEPTH:
+            raise MetadataError(f"{where}: JSON nested more than {MAX_JSON_DEPTH} levels deep")
+        stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
+
+
+def max_group_children() -> int:
+    """The most children a group lists: `ZARRFS_MAX_GROUP_CHILDREN` or the default."""
+    text = os.environ.get(CHILDREN_VARIABLE, "")
+    return int(text) if text.isdigit() and int(text) > 0 else DEFAULT_MAX_GROUP_CHILDREN
+
+
+def bounded_children(names: list[str], where: str) -> tuple[list[str], str | None]:
+    """(the names to list, a warning when some were left out)."""
+    limit = max_group_children()
+    if len(names) <= limit:
+        return names, None
+    return names[:limit], (
+        f"{where}: the group has {len(names)} children; listing the first {limit} in name order. "
+        f"Raise the bound with the environment variable {CHILDREN_VARIABLE} (e.g. {CHILDREN_VARIABLE}="
+        f"{len(names)}; each listed array costs about 5 KiB of memory)")
