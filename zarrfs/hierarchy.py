@@ -168,6 +168,7 @@ class V3Dialect:
 
     def __init__(self, store: Store, root_doc: dict[str, Any]) -> None:
         self.store = store
+        self.root_doc = root_doc  # read by detection: no second GET for the root
         self.consolidated = self._consolidated(root_doc)
 
     @staticmethod
@@ -180,6 +181,8 @@ class V3Dialect:
     def _doc(self, path: str) -> Any | None:
         if self.consolidated is not None:
             return self.consolidated.get(path)  # holds every node of the hierarchy
+        if not path:
+            return self.root_doc
         return _get_json(self.store, join_key(path, "zarr.json"))
 
     def node(self, path: str) -> Node | None:
