@@ -7,6 +7,7 @@ log, so no exception reaches the binding's default handler.
 
 from __future__ import annotations
 
+import ctypes
 import errno
 import functools
 import itertools
@@ -20,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import mfusepy
+import numpy as np
 
 from .errors import ZarrfsError
 from .reader import ArrayReader, ReadStream
@@ -179,8 +181,13 @@ class ZarrOperations(mfusepy.Operations):
         reader = open_file.reader
         if reader is None:
             return open_file.entry.layout.read(offset, size, _no_region)
-        return open_file.entry.layout.read(
-            offset, size, lambda start, stop: reader.read(start, stop, open_file.stream))
+        data = open_file.entry.layout.read(
+            offset, size, lambda start, stop: reader.read_buffer(start, stop, open_file.stream))
+        if isinstance(data, np.ndarray):
+            # mfusepy memmoves the reply into libfuse's buffer: a ctypes view of the
+            # window avoids building a bytes copy of up to 1 MiB per read first.
+            return (ctypes.c_char * data.nbytes).from_buffer(data)
+        return data
 
     @_errno_boundary
     def release(self, path: str, fi: Any) -> int:

@@ -102,6 +102,15 @@ class ArrayReader:
 
     def read(self, start: int, stop: int, stream: ReadStream | None = None) -> bytes:
         """Bytes [start, stop) of the C-order element stream (fewer at the end)."""
+        data = self.read_buffer(start, stop, stream)
+        return data if isinstance(data, bytes) else data.tobytes()
+
+    def read_buffer(self, start: int, stop: int, stream: ReadStream | None = None) -> bytes | np.ndarray:
+        """As `read`, but a sequential stream gets a uint8 view of its assembled window.
+
+        The FUSE layer hands such a view to libfuse without copying it into a
+        `bytes` first; the view keeps the window alive, so eviction is safe.
+        """
         stop = min(stop, self.nbytes)
         if start >= stop:
             return b""
@@ -121,7 +130,7 @@ class ArrayReader:
                 return self._read_exact(start, stop)
             self.cache.put(window_key, window)
         base, data = window
-        return data[start - base:stop - base].tobytes()
+        return data[start - base:stop - base]
 
     # -------------------------------------------------------------- internal
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -23,8 +24,12 @@ class Layout:
     def size(self) -> int:
         return len(self.header) + self.data_nbytes + len(self.trailer)
 
-    def read(self, offset: int, size: int, read_region: Callable[[int, int], bytes]) -> bytes:
-        """Bytes [offset, offset + size) of the file; `read_region(start, stop)` serves the element region."""
+    def read(self, offset: int, size: int, read_region: Callable[[int, int], Any]) -> Any:
+        """Bytes [offset, offset + size) of the file; `read_region(start, stop)` serves the element region.
+
+        Inside the region the region reader's own buffer is returned as is;
+        across a boundary the parts are joined into `bytes`.
+        """
         header_end = len(self.header)
         region_end = header_end + self.data_nbytes
         end = min(offset + size, self.size)
