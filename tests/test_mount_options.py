@@ -1,0 +1,47 @@
+"""What the mount options change, seen through a real mount."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+import zarr
+
+from mountutil import is_mounted, mounted, run_zarrfs
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("options") / "s.zarr"
+    group = zarr.open_group(str(path), mode="w")
+    group.create_array("a", data=np.arange(64 * 64, dtype="<f4").reshape(64, 64), chunks=(16, 16))
+    return path
+
+
+def test_formats_limits_the_files(store: Path, tmp_path: Path) -> None:
+    with mounted(store, tmp_path / "mnt", tmp_path / "log", "--formats", "npy,json") as mount:
+        assert sorted(os.listdir(mount.root)) == [".group.json", ".zarrfs-stats.json", "a.json", "a.npy"]
+
+
+def test_cache_size_and_workers_reach_the_engine(store: Path, tmp_path: Path) -> None:
+    with mounted(store, tmp_path / "mnt", tmp_path / "log", "--cache-size", "3MiB", "--workers", "2") as mount:
+        assert (mount / "a.raw").read_bytes() == np.arange(64 * 64, dtype="<f4").tobytes()
+        stats = json.loads((mount / ".zarrfs-stats.json").read_text())
+        assert stats["cache"]["budget_bytes"] == 3 << 20
+        assert stats["cache"]["loads"] == 16  # 4 x 4 chunks, each decoded once
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--formats", "npy,png"], "unknown format(s) ['png']"),
+    (["--cache-size", "lots"], "invalid size 'lots'"),
+])
+def test_bad_option_values_are_one_clear_line(store: Path, tmp_path: Path, args: list[str], message: str) -> None:
+    mountpoint = tmp_path / "mnt"
+    mountpoint.mkdir()
+    result = run_zarrfs("mount", store, mountpoint, *args)
+    assert result.returncode == 1
+    assert result.stderr.count("\n") == 1 and message in result.stderr, result.stderr
+    assert not is_mounted(mountpoint)
