@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 from numcodecs.abc import Codec
 
 from ..codecs import V2ChunkCodec, numcodecs_codec
@@ -19,11 +20,11 @@ def v2_chunk_key(prefix: str, separator: str) -> ChunkKeyFn:
     return key
 
 
-def parse_v2_array(doc: Any, path: str, prefix: str, attributes: dict[str, Any], where: str) -> ArrayMeta:
-    """`.zarray` of the node at `path`, whose keys start with `prefix`."""
-    doc = require_object(doc, where)
-    if doc.get("zarr_format") != 2:
-        raise MetadataError(f"{where}: zarr_format must be 2, got {doc.get('zarr_format')!r}")
+def _common_fields(doc: dict[str, Any], version: int, where: str) -> tuple[tuple[int, ...], tuple[int, ...],
+                                                                          np.dtype, str]:
+    """(shape, chunks, dtype, order): the fields v1 `meta` and v2 `.zarray` share."""
+    if doc.get("zarr_format") != version:
+        raise MetadataError(f"{where}: zarr_format must be {version}, got {doc.get('zarr_format')!r}")
     shape = parse_shape(require(doc, "shape", list, where), "shape", where, positive=False)
     chunks = parse_shape(require(doc, "chunks", list, where), "chunks", where, positive=True)
     dtype = explicit_byte_order(parse_typestr(doc.get("dtype"), where))
@@ -31,6 +32,13 @@ def parse_v2_array(doc: Any, path: str, prefix: str, attributes: dict[str, Any],
     order = doc.get("order", "C")
     if order not in ("C", "F"):
         raise MetadataError(f"{where}: order must be 'C' or 'F', got {order!r}")
+    return shape, chunks, dtype, order
+
+
+def parse_v2_array(doc: Any, path: str, prefix: str, attributes: dict[str, Any], where: str) -> ArrayMeta:
+    """`.zarray` of the node at `path`, whose keys start with `prefix`."""
+    doc = require_object(doc, where)
+    shape, chunks, dtype, order = _common_fields(doc, 2, where)
     separator = doc.get("dimension_separator", ".")
     if separator not in (".", "/"):
         raise MetadataError(f"{where}: dimension_separator must be '.' or '/', got {separator!r}")
@@ -97,15 +105,7 @@ def _v1_compressor(name: Any, opts: Any, where: str) -> Codec | None:
 def parse_v1_array(doc: Any, attributes: dict[str, Any], where: str) -> ArrayMeta:
     """A v1 store: `meta` at the store root, chunk keys 'i.j' at the root."""
     doc = require_object(doc, where)
-    if doc.get("zarr_format") != 1:
-        raise MetadataError(f"{where}: zarr_format must be 1, got {doc.get('zarr_format')!r}")
-    shape = parse_shape(require(doc, "shape", list, where), "shape", where, positive=False)
-    chunks = parse_shape(require(doc, "chunks", list, where), "chunks", where, positive=True)
-    dtype = explicit_byte_order(parse_typestr(doc.get("dtype"), where))
-    check_sizes(shape, chunks, dtype, where)
-    order = doc.get("order", "C")
-    if order not in ("C", "F"):
-        raise MetadataError(f"{where}: order must be 'C' or 'F', got {order!r}")
+    shape, chunks, dtype, order = _common_fields(doc, 1, where)
     compressor = _v1_compressor(doc.get("compression"), doc.get("compression_opts"), where)
     return ArrayMeta(
         path="",
