@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import logging
 import math
+import threading
 from collections.abc import Hashable, Iterator
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -33,9 +35,10 @@ Coords = tuple[int, ...]
 # A loaded unit, or the error that unit alone failed with.
 Outcome = np.ndarray | None | ZarrfsError
 
-# Gaps of at most this many bytes between wanted inner chunks are read along
-# (and dropped) to save a request; far below 5% of any sensible chunk.
-COALESCE_GAP = 4 << 10
+# Only ranges that touch are joined: bytes between wanted inner chunks belong
+# to other inner chunks (cached already, or never asked for), and reading
+# them along would fetch bytes twice or in vain.
+COALESCE_GAP = 0
 # One coalesced request stays at most this big, so a batch still finishes
 # quickly and other batches keep their share of the connection.
 COALESCE_MAX = 16 << 20
@@ -52,11 +55,22 @@ class ChunkSource(Protocol):
     def load_many(self, coords: list[Coords]) -> Iterator[tuple[Coords, Outcome]]: ...
 
 
-def make_source(store: Store, meta: ArrayMeta, cache: ChunkCache) -> ChunkSource:
+DecodeSlots = threading.Semaphore | AbstractContextManager
+
+
+def make_source(store: Store, meta: ArrayMeta, cache: ChunkCache, decode_slots: DecodeSlots | None = None,
+                ) -> ChunkSource:
+    """The source for `meta`; `decode_slots` bounds decodes running at once across sources.
+
+    Remote stores run many loader threads so that many requests wait at once;
+    without the bound their decodes would all run at once too, and the chunk
+    a reader waits for would share the CPUs with dozens of readahead decodes.
+    """
+    slots = decode_slots if decode_slots is not None else nullcontext()
     sharding = getattr(meta.codec, "array_bytes", None)
     if isinstance(sharding, ShardingCodec) and not meta.codec.array_codecs and not meta.codec.bytes_codecs:
-        return ShardedChunkSource(store, meta, sharding, cache)
-    return PlainChunkSource(store, meta)
+        return ShardedChunkSource(store, meta, sharding, cache, slots)
+    return PlainChunkSource(store, meta, slots)
 
 
 def _located(store: Store, meta: ArrayMeta, key: str, exc: ZarrfsError) -> ZarrfsError:
@@ -77,9 +91,10 @@ def _checked(chunk: np.ndarray, meta: ArrayMeta, shape: tuple[int, ...]) -> np.n
 class PlainChunkSource:
     """One stored object per chunk."""
 
-    def __init__(self, store: Store, meta: ArrayMeta) -> None:
+    def __init__(self, store: Store, meta: ArrayMeta, decode_slots: DecodeSlots) -> None:
         self.store = store
         self.meta = meta
+        self.decode_slots = decode_slots
         self.read_shape = meta.chunk_shape
         # Pre-2.8 zarr NestedDirectoryStore wrote 'i/j' keys without saying so.
         # None = not known yet: a missing dotted key also tries the nested one,
@@ -115,8 +130,9 @@ class PlainChunkSource:
         if data is None:
             return None
         try:
-            return _checked(self.meta.codec.decode(data, self.meta.chunk_shape, self.meta.dtype),
-                            self.meta, self.meta.chunk_shape)
+            with self.decode_slots:
+                chunk = self.meta.codec.decode(data, self.meta.chunk_shape, self.meta.dtype)
+            return _checked(chunk, self.meta, self.meta.chunk_shape)
         except ZarrfsError as exc:
             raise _located(self.store, self.meta, key, exc) from exc
 
@@ -146,9 +162,11 @@ def coalesce(wanted: list[tuple[Coords, int, int]], gap: int = COALESCE_GAP,
 class ShardedChunkSource:
     """Inner chunks of shards, read by byte range after reading the shard index once."""
 
-    def __init__(self, store: Store, meta: ArrayMeta, sharding: ShardingCodec, cache: ChunkCache) -> None:
+    def __init__(self, store: Store, meta: ArrayMeta, sharding: ShardingCodec, cache: ChunkCache,
+                 decode_slots: DecodeSlots) -> None:
         self.store = store
         self.meta = meta
+        self.decode_slots = decode_slots
         self.sharding = sharding
         self.cache = cache
         self.read_shape = sharding.chunk_shape
@@ -219,7 +237,8 @@ class ShardedChunkSource:
                 raise ChunkError(f"inner chunk [{start}:{start + nbytes}] of the run is beyond the "
                                  f"{len(data)} bytes received (truncated shard or response)")
             piece = data if start == 0 and nbytes == len(data) else data[start:start + nbytes]
-            chunk = self.sharding.codec.decode(piece, self.read_shape, self.meta.dtype)
+            with self.decode_slots:
+                chunk = self.sharding.codec.decode(piece, self.read_shape, self.meta.dtype)
             return _checked(chunk, self.meta, self.read_shape)
         except ZarrfsError as exc:
             return self._error(key, coords, exc)

@@ -27,6 +27,8 @@ class Engine:
         self.store = store
         self.hierarchy = Hierarchy(store, ttl=self.options.metadata_ttl)
         self.cache = ChunkCache(self.options.cache_bytes, pool_size(self.options, store))
+        # The pool may be larger than `workers` (threads waiting on requests); decoding stays at `workers`.
+        self._decode_slots = threading.BoundedSemaphore(self.options.workers)
         self._readers: dict[str, ArrayReader] = {}
         self._lock = threading.Lock()
 
@@ -46,7 +48,7 @@ class Engine:
         # (and new cache keys), never chunks decoded for the old shape.
         if found is not None and found.meta is meta:
             return found
-        reader = ArrayReader(make_source(self.store, meta, self.cache), self.cache,
+        reader = ArrayReader(make_source(self.store, meta, self.cache, self._decode_slots), self.cache,
                              timeout=max(self.options.read_timeout, self.options.store.worst_case_seconds()),
                              readahead_max=None if self.options.readahead else 0)
         with self._lock:
