@@ -149,7 +149,7 @@ def test_persistent_fault_is_eio_in_bounded_time_and_other_arrays_work(
     assert len(failure) == 1 and isinstance(failure[0], StoreError) and failure[0].errno == errno.EIO
     assert f"failed after {RETRIES + 1} tries" in str(failure[0]) and "crc/c/" in str(failure[0])
     assert elapsed < BOUND_S
-    assert other_done < elapsed or other_done < 1.0  # not stuck behind the failing array
+    assert other_done < 2.0  # not stuck behind the failing array's timeouts (3 s for a stall)
 
 
 def test_store_that_disappears_and_comes_back(proxy: FaultProxy, engine: Engine, upstream: Upstream) -> None:
