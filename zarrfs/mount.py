@@ -10,6 +10,7 @@ parent returns only then.
 from __future__ import annotations
 
 import errno
+import fcntl
 import logging
 import os
 import shutil
@@ -25,7 +26,9 @@ from typing import Any
 
 from .errors import ZarrfsError
 from .memory import tune_process
+from .mountpoints import fstype, holders
 from .options import EngineOptions
+from .stopper import Stopper
 
 log = logging.getLogger(__name__)
 
@@ -52,22 +55,50 @@ class MountOptions:
 
 
 def check_mountpoint(path: str) -> None:
-    """Refuse, with what to do next, a mount point that cannot take a mount."""
+    """Refuse, with what to do next, a mount point that cannot take a mount.
+
+    A stale zarrfs mount (its daemon was killed) is cleared instead: that is
+    what the user would do next anyway. Another file system's stale mount is
+    left alone.
+    """
     try:
-        info = os.stat(path)
+        os.stat(path)
+        os.statvfs(path)  # never answered from the kernel's caches: a stale mount fails here
     except FileNotFoundError:
         raise MountError(f"mount point {path} does not exist: create it with `mkdir -p {path}`") from None
     except OSError as exc:
-        if exc.errno == errno.ENOTCONN:
-            raise MountError(f"{path} is a stale mount (its daemon died): run `zarrfs unmount {path}` first") from None
-        raise MountError(f"cannot use mount point {path}: {exc.strerror}") from None
+        # ECONNABORTED while the kernel is still aborting the dead daemon's connection, ENOTCONN after.
+        if exc.errno not in (errno.ENOTCONN, errno.ECONNABORTED):
+            raise MountError(f"cannot use mount point {path}: {exc.strerror}") from None
+        kind = fstype(path)
+        if kind != "fuse.zarrfs":
+            raise MountError(f"{path} is a stale {kind or 'FUSE'} mount (its daemon died): unmount it first "
+                             f"(`fusermount3 -u {path}`)") from None
+        unmount(path)
+        log.info("cleared the stale zarrfs mount on %s (its daemon had died)", path)
+        return check_mountpoint(path)
     if not os.path.isdir(path):
         raise MountError(f"mount point {path} is not a directory")
     if os.path.ismount(path):
         raise MountError(f"{path} is already a mount point: unmount it first (`zarrfs unmount {path}`)")
     if os.listdir(path):
         raise MountError(f"mount point {path} is not empty: use an empty directory")
-    del info
+
+
+def claim_mountpoint(path: str) -> None:
+    """Lock the mount point's directory for the life of this process.
+
+    Two `zarrfs mount` started at once on one directory would both pass the
+    checks and stack two mounts. The lock is on the directory under the
+    mount; a later `zarrfs mount` opens the mounted root instead, but its
+    check finds the mount. The descriptor stays open on purpose until exit.
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise MountError(f"{path} is being mounted by another zarrfs process") from None
 
 
 def load_fuse_binding() -> Any:
@@ -141,8 +172,11 @@ def serve(options: MountOptions, report: Callable[[str], None] | None = None) ->
     # libfuse chdirs to / once mounted (even in the foreground), so a relative
     # mount point would no longer name the mount when `ready` looks at it.
     mountpoint = os.path.abspath(options.mountpoint)
+    stopper = Stopper(mountpoint)
     try:
         check_mountpoint(options.mountpoint)
+        claim_mountpoint(options.mountpoint)
+        check_mountpoint(options.mountpoint)  # again: another mount may have won before the claim
         mfusepy = load_fuse_binding()
         from .engine import Engine
         from .fuseops import ZarrOperations
@@ -174,8 +208,17 @@ def serve(options: MountOptions, report: Callable[[str], None] | None = None) ->
             # libfuse's SIGTERM handler ends the loop and unmounts.
             os.kill(os.getpid(), signal.SIGTERM)
 
+    class Operations(ZarrOperations):
+        def init_with_config(self, conn: Any, config: Any) -> None:
+            # FUSE's init context is the one place that knows its `struct fuse`.
+            stopper.attach(mfusepy._libfuse, mfusepy._libfuse.fuse_get_context().contents.fuse)
+            super().init_with_config(conn, config)
+
+        def destroy(self, path: str) -> None:
+            stopper.detached()
+
     tune_process()
-    operations = ZarrOperations(tree, attr_timeout=options.attr_timeout, on_ready=ready)
+    operations = Operations(tree, attr_timeout=options.attr_timeout, on_ready=ready)
     fuse_kwargs: dict[str, Any] = {"ro": True, "fsname": f"zarrfs:{engine.store.display_name}"[:200],
                                    "subtype": "zarrfs", "default_permissions": True,
                                    # libfuse 3.14 leaves max_idle_threads at UINT_MAX and prints "Ignoring
@@ -187,9 +230,9 @@ def serve(options: MountOptions, report: Callable[[str], None] | None = None) ->
     for option in options.fuse_options:
         key, sep, value = option.partition("=")
         fuse_kwargs[key] = value if sep else True
-    # libfuse handles SIGINT/SIGTERM/SIGHUP (exit the loop, then unmount) only
-    # where the handler is still the default; Python's SIGINT handler would win.
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    # libfuse handles SIGINT/SIGTERM/SIGHUP (exit the loop, then unmount); the
+    # stopper bounds how long that may take.
+    stopper.prepare()
     try:
         mfusepy.FUSE(operations, mountpoint, foreground=True, raw_fi=True, **fuse_kwargs)
     except RuntimeError as exc:
@@ -200,6 +243,7 @@ def serve(options: MountOptions, report: Callable[[str], None] | None = None) ->
             raise MountError(f"mounting {options.mountpoint} failed: {exc}") from None
         log.info("stopped by a signal; unmounted")
     finally:
+        stopper.finished()
         sd_notify("STOPPING=1")
         stats = engine.cache.stats()
         log.info("unmounted %s; cache %s; store requests %d, bytes %d", mountpoint, stats.as_dict(),
@@ -275,7 +319,9 @@ def unmount(mountpoint: str, lazy: bool = False) -> None:
         return
     detail = result.stderr.strip()
     if "busy" in detail.lower():
-        raise MountError(f"{mountpoint} is busy: files on it are open or a shell is inside it. "
+        users = holders(mountpoint)
+        cause = f"in use by {', '.join(users)}" if users else "files on it are open or a shell is inside it"
+        raise MountError(f"{mountpoint} is busy: {cause}. "
                          f"Close them, or detach anyway with `zarrfs unmount --lazy {mountpoint}`")
     if "not found in" in detail or "not mounted" in detail or "Invalid argument" in detail:
         raise MountError(f"{mountpoint} is not mounted")
