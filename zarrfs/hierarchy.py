@@ -388,7 +388,8 @@ class Hierarchy:
             log.warning("%s", too_many)
         for name in names:
             if not valid_node_name(name):
-                log.warning("%s: /%s: skipping child %r: not a valid node name", self.store.display_name, path, name)
+                log.warning("%s: /%s: skipping child %r%s: not a valid node name", self.store.display_name, path,
+                            name[:64], f" ({len(name)} characters)" if len(name) > 64 else "")
                 continue
             child_path = join_key(path, name)
             try:

@@ -66,11 +66,41 @@ def _grid(doc: dict[str, Any], where: str) -> tuple[tuple[int, ...], str]:
     grid = require(doc, "chunk_grid", dict, where)
     if grid.get("type", "regular") != "regular":
         raise UnsupportedError(f"{where}: chunk grid {grid.get('type')!r} is not supported")
-    chunks = parse_shape(grid.get("chunk_shape"), "chunk_shape", where, positive=True)
+    chunks = parse_shape(grid.get("chunk_shape"), "chunk_grid.chunk_shape", where, positive=True)
     separator = grid.get("separator", "/")
     if separator not in ("/", "."):
         raise MetadataError(f"{where}: chunk separator must be '/' or '.', got {separator!r}")
     return chunks, separator
+
+
+def _configuration(codec_doc: dict[str, Any], where: str) -> dict[str, Any]:
+    config = codec_doc.get("configuration") or {}
+    if not isinstance(config, dict):
+        raise MetadataError(f"{where}: codec configuration must be an object, got {config!r}")
+    return config
+
+
+def _attributes(doc: dict[str, Any], where: str) -> dict[str, Any]:
+    attributes = doc.get("attributes")
+    if attributes is None:
+        return {}
+    if not isinstance(attributes, dict):
+        raise MetadataError(f"{where}: attributes must be an object, got {type(attributes).__name__}")
+    return dict(attributes)
+
+
+def _check_extensions(doc: dict[str, Any], where: str) -> None:
+    """Both drafts: an extension must be understood unless it says `must_understand: false`."""
+    extensions = doc.get("extensions")
+    if extensions is None:
+        return
+    if not isinstance(extensions, list):
+        raise MetadataError(f"{where}: extensions must be a list, got {type(extensions).__name__}")
+    for item in extensions:
+        if not isinstance(item, dict):
+            raise MetadataError(f"{where}: extensions entries must be objects, got {item!r}")
+        if item.get("must_understand") is not False:
+            raise UnsupportedError(f"{where}: extensions: {item.get('extension', item)!r} is not supported")
 
 
 def _layout(doc: dict[str, Any], where: str) -> str:
@@ -109,16 +139,17 @@ def parse_zp2_array(doc: Any, path: str, where: str) -> ArrayMeta:
     shape = parse_shape(require(doc, "shape", list, where), "shape", where, positive=False)
     chunks, separator = _grid(doc, where)
     separator = doc.get("dimension_separator", separator)
-    dtype = explicit_byte_order(_data_type(doc.get("data_type"), where))
+    dtype = explicit_byte_order(_data_type(doc.get("data_type"), f"{where}: data_type"))
     check_sizes(shape, chunks, dtype, where)
-    attributes = dict(doc.get("attributes") or {})
+    _check_extensions(doc, where)
+    attributes = _attributes(doc, where)
     filters = attributes.pop("filters", None) or []
     compressor_doc = doc.get("compressor")
     compressor = None
     if compressor_doc is not None:
-        compressor_doc = require_object(compressor_doc, where)
-        codec_id = _codec_id(compressor_doc.get("codec"), where)
-        compressor = numcodecs_codec({"id": codec_id, **(compressor_doc.get("configuration") or {})}, where)
+        compressor_doc = require_object(compressor_doc, f"{where}: compressor")
+        codec_id = _codec_id(compressor_doc.get("codec"), f"{where}: compressor")
+        compressor = numcodecs_codec({"id": codec_id, **_configuration(compressor_doc, where)}, where)
     if not isinstance(filters, list):
         raise MetadataError(f"{where}: attributes.filters must be a list")
     codec = V2ChunkCodec(compressor, tuple(numcodecs_codec(f, where) for f in filters), _layout(doc, where))
@@ -141,16 +172,17 @@ def parse_seed_array(doc: Any, path: str, where: str) -> ArrayMeta:
         raise UnsupportedError(f"{where}: unknown metadata fields {sorted(unknown)}")
     shape = parse_shape(require(doc, "shape", list, where), "shape", where, positive=False)
     chunks, separator = _grid(doc, where)
-    dtype = _data_type(doc.get("data_type"), where)
+    dtype = _data_type(doc.get("data_type"), f"{where}: data_type")
+    _check_extensions(doc, where)
     codec_docs = doc.get("codecs") or []
     if not isinstance(codec_docs, list):
         raise MetadataError(f"{where}: codecs must be a list")
     endian = "<"
     stages = []
     for item in codec_docs:
-        item = require_object(item, where)
-        codec_id = _codec_id(item.get("type") or item.get("codec"), where)
-        config = item.get("configuration") or {}
+        item = require_object(item, f"{where}: codecs")
+        codec_id = _codec_id(item.get("type") or item.get("codec"), f"{where}: codecs")
+        config = _configuration(item, where)
         if codec_id == "endian":
             endian = ">" if config.get("endian") == "big" else "<"
             continue
@@ -163,6 +195,6 @@ def parse_seed_array(doc: Any, path: str, where: str) -> ArrayMeta:
     args = dict(path=path, zarr_format="3-draft-seed", shape=shape, dtype=dtype, chunk_shape=chunks,
                 fill_value=_fill(dtype, doc.get("fill_value"), where), codec=codec,
                 chunk_key=draft_chunk_key(prefix, separator, "c"),
-                attributes=dict(doc.get("attributes") or {}))
+                attributes=_attributes(doc, where))
     return ArrayMeta(**_sharded(args, doc.get("storage_transformers"), codec, where))
 

@@ -42,8 +42,8 @@ def parse_v2_array(doc: Any, path: str, prefix: str, attributes: dict[str, Any],
     separator = doc.get("dimension_separator", ".")
     if separator not in (".", "/"):
         raise MetadataError(f"{where}: dimension_separator must be '.' or '/', got {separator!r}")
-    compressor = _codec_or_none(doc.get("compressor"), where)
-    filters = _filters(doc.get("filters"), where)
+    compressor = _codec_or_none(doc.get("compressor"), f"{where}: compressor")
+    filters = _filters(doc.get("filters"), f"{where}: filters")
     return ArrayMeta(
         path=path,
         zarr_format="2",
@@ -62,7 +62,7 @@ def _codec_or_none(config: Any, where: str) -> Codec | None:
     if config is None:
         return None
     if not isinstance(config, dict):
-        raise MetadataError(f"{where}: compressor must be an object or null, got {config!r}")
+        raise MetadataError(f"{where} must be an object or null, got {config!r}")
     return numcodecs_codec(config, where)
 
 
@@ -70,7 +70,7 @@ def _filters(value: Any, where: str) -> tuple[Codec, ...]:
     if value is None:
         return ()
     if not isinstance(value, list) or not all(isinstance(f, dict) for f in value):
-        raise MetadataError(f"{where}: filters must be a list of codec objects or null")
+        raise MetadataError(f"{where} must be a list of codec objects or null")
     return tuple(numcodecs_codec(f, where) for f in value)
 
 
@@ -88,17 +88,21 @@ def _xarray_dimensions(attributes: dict[str, Any], ndim: int) -> tuple[str | Non
 def _v1_compressor(name: Any, opts: Any, where: str) -> Codec | None:
     if name in (None, "none"):
         return None
+    # blosc and lzma take an object of options, zlib and bz2 a level; null means the defaults.
+    kind = dict if name in ("blosc", "lzma") else int
+    if opts is not None and (not isinstance(opts, kind) or isinstance(opts, bool)):
+        raise MetadataError(f"{where}: compression_opts for {name!r} must be {'an object' if kind is dict else 'an integer'}"
+                            f" or null, got {opts!r}")
     if name == "blosc":
-        opts = opts if isinstance(opts, dict) else {}
+        opts = opts or {}
         return numcodecs_codec({"id": "blosc", "cname": opts.get("cname", "lz4"),
                                 "clevel": opts.get("clevel", 5), "shuffle": opts.get("shuffle", 1)}, where)
     if name in ("zlib", "gzip"):  # 1.x "gzip" was a zlib stream; the zlib decoder sniffs both
-        return numcodecs_codec({"id": "zlib", "level": opts if isinstance(opts, int) else 1}, where)
+        return numcodecs_codec({"id": "zlib", "level": 1 if opts is None else opts}, where)
     if name == "bz2":
-        return numcodecs_codec({"id": "bz2", "level": opts if isinstance(opts, int) else 1}, where)
+        return numcodecs_codec({"id": "bz2", "level": 1 if opts is None else opts}, where)
     if name == "lzma":
-        opts = opts if isinstance(opts, dict) else {}
-        return numcodecs_codec({"id": "lzma", **opts}, where)
+        return numcodecs_codec({"id": "lzma", **(opts or {})}, where)
     raise UnsupportedError(f"{where}: unknown v1 compression {name!r}")
 
 

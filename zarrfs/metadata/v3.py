@@ -64,17 +64,20 @@ def parse_v3_array(doc: Any, path: str, prefix: str, where: str) -> ArrayMeta:
     doc = require_object(doc, where)
     check_must_understand(doc, _ARRAY_KEYS, where)
     shape = parse_shape(require(doc, "shape", list, where), "shape", where, positive=False)
-    grid_name, grid_config, _ = extension(require(doc, "chunk_grid", (str, dict), where), where)
+    grid_name, grid_config, _ = extension(require(doc, "chunk_grid", (str, dict), where), f"{where}: chunk_grid")
     if grid_name != "regular":
-        raise UnsupportedError(f"{where}: chunk grid {grid_name!r} is not supported (only 'regular')")
+        raise UnsupportedError(f"{where}: chunk_grid {grid_name!r} is not supported (only 'regular')")
     chunks = parse_shape(grid_config.get("chunk_shape"), "chunk_shape", where, positive=True)
     codec_docs = require(doc, "codecs", list, where)
-    base_dtype = parse_v3_data_type(require(doc, "data_type", (str, dict), where), where)
+    base_dtype = parse_v3_data_type(require(doc, "data_type", (str, dict), where), f"{where}: data_type")
     dtype = with_byte_order(base_dtype, "<" if find_endian(codec_docs, where) != "big" else ">")
     check_sizes(shape, chunks, dtype, where)
     fill = fill_array(dtype, doc.get("fill_value"), where, v3=True)
-    for transformer in doc.get("storage_transformers") or []:
-        name, _, must = extension(transformer, where)
+    transformers = doc.get("storage_transformers") or []
+    if not isinstance(transformers, list):
+        raise MetadataError(f"{where}: storage_transformers must be a list, got {transformers!r}")
+    for transformer in transformers:
+        name, _, must = extension(transformer, f"{where}: storage_transformers")
         if must:
             raise UnsupportedError(f"{where}: storage transformer {name!r} is not supported")
     attributes = doc.get("attributes", {})
@@ -95,6 +98,7 @@ def parse_v3_array(doc: Any, path: str, prefix: str, where: str) -> ArrayMeta:
 
 
 def chunk_key_encoding(value: Any, prefix: str, where: str) -> ChunkKeyFn:
+    where = f"{where}: chunk_key_encoding"
     name, config, _ = extension(value if value is not None else "default", where)
     if name == "default":
         separator = config.get("separator", "/")
@@ -118,7 +122,7 @@ def chunk_key_encoding(value: Any, prefix: str, where: str) -> ChunkKeyFn:
 def find_endian(codec_docs: list[Any], where: str) -> str | None:
     """Endianness of the array->bytes codec, looking inside sharding."""
     for item in codec_docs:
-        name, config, _ = extension(item, where)
+        name, config, _ = extension(item, f"{where}: codecs")
         if name in ("bytes", "endian"):
             return config.get("endian")
         if name == "sharding_indexed":
@@ -133,7 +137,7 @@ def parse_codecs(docs: list[Any], chunk_shape: tuple[int, ...], fill: np.ndarray
     bytes_codecs: list[NumcodecsBytesCodec] = []
     shape = chunk_shape
     for item in docs:
-        name, config, _ = extension(item, where)
+        name, config, _ = extension(item, f"{where}: codecs")
         codec = _build_codec(name, config, shape, fill, where)
         if isinstance(codec, NumcodecsBytesCodec):
             if array_bytes is None:
