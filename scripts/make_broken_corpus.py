@@ -549,6 +549,7 @@ def name_cases(corpus: Corpus) -> None:
     write_json(corpus.root / "names-v2.zarr" / ".zgroup", {"zarr_format": 2})
     write_json(corpus.root / "names-v2.zarr" / "good" / ".zarray", _v2_doc())
     _write_chunks(corpus.root / "names-v2.zarr" / "good", "v2")
+    _write_chunks(corpus.root / "names-v2-local.zarr" / "good", "v2")
     # Draft dialects take names from file names: 'meta/root/..array.json' names '.'.
     zp2 = corpus.root / "names-zp2.zarr"
     write_json(zp2 / "zarr.json", {"zarr_format": "https://purl.org/zarr/spec/protocol/core/3.0",
@@ -557,6 +558,7 @@ def name_cases(corpus: Corpus) -> None:
     for name in ("..", ".", "z" * 244):
         write_json(zp2 / "meta" / "root" / f"{name}.group.json", {"attributes": {}})
     write_json(zp2 / "meta" / "root" / "good.array.json", _zp2_doc())
+    _write_chunks(zp2 / "data" / "root" / "good", "zp2")
     undecodable = os.fsencode(corpus.root / "names-v2-local.zarr") + b"/caf\xe9"
     write_json(corpus.root / "names-v2-local.zarr" / ".zgroup", {"zarr_format": 2})
     write_json(corpus.root / "names-v2-local.zarr" / "good" / ".zarray", _v2_doc())
@@ -572,7 +574,7 @@ def name_cases(corpus: Corpus) -> None:
 def _write_chunks(array_dir: Path, dialect: str) -> None:
     for i in range(2):
         for j in range(2):
-            path = array_dir / (f"c/{i}/{j}" if dialect == "v3" else f"{i}.{j}")
+            path = array_dir / {"v3": f"c/{i}/{j}", "zp2": f"c{i}/{j}", "v2": f"{i}.{j}"}[dialect]
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_bytes(np.ascontiguousarray(GOOD[i * 3:(i + 1) * 3, j * 4:(j + 1) * 4]).tobytes())
 
