@@ -215,8 +215,9 @@ def test_bombs_leave_daemon_memory_flat(corpus: corpus_builder.Corpus, mounts: d
     for case in bombs:
         fd = os.open(mount / (case.node + ".raw"), os.O_RDONLY | os.O_DIRECT)
         try:
+            assert case.read is not None
             with pytest.raises(OSError) as raised:
-                os.pread(fd, 16, 0)
+                os.pread(fd, case.read[1] - case.read[0], case.read[0])
             assert raised.value.errno == errno.EIO
         finally:
             os.close(fd)
