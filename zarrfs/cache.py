@@ -21,9 +21,12 @@ import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, InvalidStateError
 from dataclasses import asdict, dataclass
 from typing import Any
+
+from .errors import ZarrfsError
+from .pool import DEMAND, PREFETCH, PriorityPool, Task
 
 log = logging.getLogger(__name__)
 
@@ -82,7 +85,8 @@ class ChunkCache:
         self._lock = threading.Lock()
         self._entries: OrderedDict[Hashable, tuple[Any, int]] = OrderedDict()
         self._inflight: dict[Hashable, Future] = {}
-        self._executor: ThreadPoolExecutor | None = None
+        self._workers: PriorityPool | None = None
+        self._queued: dict[Hashable, Task] = {}  # readahead loads not started yet, for promotion
         self._reserved = 0  # decoded bytes that loads in flight will add
         self._stats = CacheStats()
 
@@ -112,6 +116,7 @@ class ChunkCache:
         values: dict[Hashable, Any] = {}
         pending: dict[Hashable, Future] = {}
         to_start: list[tuple[Hashable, Future]] = []
+        promote: dict[int, Task] = {}
         with self._lock:
             for key in keys:
                 entry = self._hit(key)
@@ -122,14 +127,19 @@ class ChunkCache:
                 pending[key] = future
                 if is_new:
                     to_start.append((key, future))
-        if to_start:
-            executor = self._pool()
-            for group in self._groups(to_start, batch):
-                if len(group) == 1 or batch is None:
-                    for key, future in group:
-                        executor.submit(self._run, key, loader, future, size_hint)
-                else:
-                    executor.submit(self._run_batch, dict(group), batch, size_hint)
+                elif not prefetch and key in self._queued:
+                    task = self._queued.pop(key)
+                    promote[id(task)] = task
+            tasks = [(self._task(group, loader, batch, size_hint), group) for group in self._groups(to_start, batch)]
+            if prefetch:
+                self._queued.update((key, task) for task, group in tasks for key, _ in group)
+        if tasks or promote:
+            workers = self._pool()
+            for task, _ in tasks:
+                workers.submit(task, PREFETCH if prefetch else DEMAND)
+            for task in promote.values():
+                if not task.claimed:
+                    workers.submit(task, DEMAND)
         return values, pending
 
     def peek(self, key: Hashable) -> Any | None:
@@ -149,13 +159,18 @@ class ChunkCache:
             return CacheStats(**self._stats.as_dict())
 
     def close(self) -> None:
-        """Stop the pool (queued loads are cancelled) and drop every entry."""
+        """Stop the pool, fail the loads it never started, and drop every entry."""
         with self._lock:
-            executor, self._executor = self._executor, None
+            workers, self._workers = self._workers, None
             self._entries.clear()
             self._stats.cached_bytes = 0
-        if executor is not None:
-            executor.shutdown(wait=False, cancel_futures=True)
+        if workers is not None:
+            workers.shutdown()
+        with self._lock:
+            abandoned, self._inflight = self._inflight, {}
+            self._queued.clear()
+        for future in abandoned.values():
+            _resolve(future, ZarrfsError("zarrfs is shutting down"))
 
     # -------------------------------------------------------------- internal
     # The underscore methods below that take no lock expect the caller to hold it.
@@ -197,6 +212,14 @@ class ChunkCache:
                 groups.setdefault(group, []).append((key, future))
         return [*groups.values(), *singles]
 
+    def _task(self, group: list[tuple[Hashable, Future]], loader: Loader, batch: Batch | None,
+              size_hint: int) -> Task:
+        """One load task: a single key, or a batch group loaded by one call."""
+        if len(group) == 1 or batch is None:
+            [(key, future)] = group if len(group) == 1 else [group[0]]
+            return Task(self._run, key, loader, future, size_hint)
+        return Task(self._run_batch, dict(group), batch, size_hint)
+
     def _run(self, key: Hashable, loader: Loader, future: Future, size_hint: int) -> None:
         try:
             value = loader(key)
@@ -224,16 +247,14 @@ class ChunkCache:
         failed = isinstance(outcome, BaseException)
         with self._lock:
             self._inflight.pop(key, None)
+            self._queued.pop(key, None)
             self._reserved -= size_hint
             if failed:
                 self._stats.load_errors += 1
             else:
                 self._stats.loads += 1
                 self._insert(key, outcome)
-        if failed:
-            future.set_exception(outcome)
-        else:
-            future.set_result(outcome)
+        _resolve(future, outcome)
 
     def _insert(self, key: Hashable, value: Any) -> None:
         size = value_nbytes(value)
@@ -252,8 +273,19 @@ class ChunkCache:
             self._stats.cached_bytes -= size
             self._stats.evictions += 1
 
-    def _pool(self) -> ThreadPoolExecutor:
+    def _pool(self) -> PriorityPool:
         with self._lock:
-            if self._executor is None:
-                self._executor = ThreadPoolExecutor(self.max_workers, thread_name_prefix="zarrfs-load")
-            return self._executor
+            if self._workers is None:
+                self._workers = PriorityPool(self.max_workers, "zarrfs-load")
+            return self._workers
+
+
+def _resolve(future: Future, outcome: Any) -> None:
+    """Settle a future once; a load that finishes after shutdown settled it finds it done."""
+    try:
+        if isinstance(outcome, BaseException):
+            future.set_exception(outcome)
+        else:
+            future.set_result(outcome)
+    except InvalidStateError:
+        pass
