@@ -67,7 +67,8 @@ def value_nbytes(value: Any) -> int:
 class CacheStats:
     hits: int = 0
     misses: int = 0
-    loads: int = 0  # loader calls that finished (fetch + decode)
+    loads: int = 0  # chunks loaded (fetch + decode) by get_many
+    side_loads: int = 0  # small side data loaded by get (shard indexes)
     load_errors: int = 0
     evictions: int = 0
     prefetches: int = 0  # misses started by readahead, not by a read
@@ -93,14 +94,18 @@ class ChunkCache:
     # ---------------------------------------------------------------- public
 
     def get(self, key: Hashable, loader: Loader) -> Any:
-        """The value for `key`, loading it in this thread on a miss."""
+        """The value for `key`, loading it in this thread on a miss.
+
+        For side data that chunk loads need (shard indexes): counted as
+        `side_loads`, so that `loads` stays the number of chunk decodes.
+        """
         with self._lock:
             entry = self._hit(key)
             if entry is not None:
                 return entry[0]
             future, is_new = self._pending(key, size_hint=0, prefetch=False)
         if is_new:
-            self._run(key, loader, future, 0)
+            self._run(key, loader, future, 0, side=True)
         return future.result()
 
     def get_many(self, keys: Iterable[Hashable], loader: Loader, *, size_hint: int = 0,
@@ -220,13 +225,13 @@ class ChunkCache:
             return Task(self._run, key, loader, future, size_hint)
         return Task(self._run_batch, dict(group), batch, size_hint)
 
-    def _run(self, key: Hashable, loader: Loader, future: Future, size_hint: int) -> None:
+    def _run(self, key: Hashable, loader: Loader, future: Future, size_hint: int, side: bool = False) -> None:
         try:
             value = loader(key)
         except BaseException as exc:  # delivered to every waiter, not cached
             self._finish(key, future, exc, size_hint)
             return
-        self._finish(key, future, value, size_hint)
+        self._finish(key, future, value, size_hint, side)
 
     def _run_batch(self, futures: dict[Hashable, Future], batch: Batch, size_hint: int) -> None:
         """Load a group of keys in one call; every future ends resolved, whatever happens."""
@@ -242,7 +247,7 @@ class ChunkCache:
         for key, future in futures.items():  # a loader that skipped keys is a bug, not fill value
             self._finish(key, future, RuntimeError(f"batch load gave no value for {key!r}"), size_hint)
 
-    def _finish(self, key: Hashable, future: Future, outcome: Any, size_hint: int) -> None:
+    def _finish(self, key: Hashable, future: Future, outcome: Any, size_hint: int, side: bool = False) -> None:
         """Deliver a value (cached) or an exception (not cached) to the key's waiters."""
         failed = isinstance(outcome, BaseException)
         with self._lock:
@@ -252,7 +257,10 @@ class ChunkCache:
             if failed:
                 self._stats.load_errors += 1
             else:
-                self._stats.loads += 1
+                if side:
+                    self._stats.side_loads += 1
+                else:
+                    self._stats.loads += 1
                 self._insert(key, outcome)
         _resolve(future, outcome)
 
