@@ -73,9 +73,9 @@ class ShardingCodec:
         if int(offsets[used].max()) >= 2**63 or int(sizes[used].max()) >= 2**63:
             raise ChunkError("shard index points beyond any possible shard size")
         starts, stops = offsets[used], offsets[used] + sizes[used]  # no wrap: both below 2**63
-        data_start, data_stop = (expected, None) if self.index_location == "start" else (0, shard_nbytes)
-        if shard_nbytes is not None and self.index_location == "end":
-            data_stop = shard_nbytes - expected
+        at_start = self.index_location == "start"
+        data_start = expected if at_start else 0
+        data_stop = None if shard_nbytes is None else shard_nbytes - (0 if at_start else expected)
         _check_ranges(used, starts, stops, data_start, data_stop)
         return index
 

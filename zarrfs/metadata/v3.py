@@ -196,7 +196,8 @@ def _transpose_order(order: Any, ndim: int, where: str) -> tuple[int, ...]:
         return tuple(range(ndim))
     if order == "F":
         return tuple(reversed(range(ndim)))
-    if not isinstance(order, list) or sorted(order) != list(range(ndim)):
+    integers = isinstance(order, list) and all(isinstance(i, int) and not isinstance(i, bool) for i in order)
+    if not integers or sorted(order) != list(range(ndim)):
         raise MetadataError(f"{where}: transpose order must be a permutation of 0..{ndim - 1}, got {order!r}")
     return tuple(order)
 
