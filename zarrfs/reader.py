@@ -54,8 +54,10 @@ def linear_boxes(first: int, last: int, shape: tuple[int, ...]) -> list[Box]:
 
 # A sequential reader gets this many bytes assembled at once and then served
 # by slicing: the per-chunk Python work is paid once per window instead of
-# once per (typically 128 KiB) FUSE read.
-WINDOW_BYTES = 4 << 20
+# once per (typically 128 KiB) FUSE read. 1 MiB, the largest FUSE read: a
+# larger buffer would be above the allocator's mmap threshold (memory.py)
+# and come back as fresh pages, whose faults cost as much as the copy.
+WINDOW_BYTES = 1 << 20
 
 
 @dataclass
@@ -134,7 +136,7 @@ class ArrayReader:
 
     # -------------------------------------------------------------- internal
 
-    def _read_exact(self, start: int, stop: int) -> bytes:
+    def _read_exact(self, start: int, stop: int) -> bytes | np.ndarray:
         """Bytes [start, stop), with a fast path for ranges inside one row of the last axis.
 
         Random small reads (a 4 KiB pread) are nearly always inside one row: then
@@ -144,11 +146,11 @@ class ArrayReader:
         first = start // self.itemsize
         last = -(-stop // self.itemsize)
         if self.meta.ndim == 0:
-            return self._assemble(start, stop).tobytes()
+            return self._assemble(start, stop)
         width = self.meta.shape[-1]
         row, column = divmod(first, width)
         if last - row * width > width:  # crosses into the next row
-            return self._assemble(start, stop).tobytes()
+            return self._assemble(start, stop)
         index = []
         for size in reversed(self.meta.shape[:-1]):
             row, i = divmod(row, size)
