@@ -1,0 +1,415 @@
+#!/usr/bin/env python3
+"""Soak test: many concurrent readers on a real zarrfs mount, every byte checked against an oracle.
+
+    python scripts/soak.py --minutes 0.5 --json soak.json     # CI: about a minute in all
+    python scripts/soak.py --minutes 60                       # on demand
+
+Writes a v3 and a v2 store with zarr-python (about 40 MiB of arrays: zstd,
+sharded gzip, big-endian blosc, missing chunks, blosc, zlib in F order), reads
+each back with zarr-python as the oracle, mounts both with `zarrfs mount`, and
+runs `--readers` threads that mix three kinds of work on .raw, .npy and .tif
+files: sequential streams (after dropping the file's page cache, so the
+daemon serves them), random O_DIRECT preads, and slices of
+`np.load(mmap_mode="r")`. A warm-up phase runs the same load first; the
+daemons' descriptors and threads are counted after it and after the run.
+
+Prints the figures and writes them as JSON: reads, bytes, errors, wrong
+bytes, latency percentiles, each daemon's RSS when idle after mounting and
+its peak (VmHWM), descriptors and threads. Exits 1 if a target is missed: any error or wrong byte, peak RSS
+over the cache budget + 100 MiB, or more descriptors or threads at the end
+than after the warm-up.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+RSS_SLACK_MIB = 100
+KINDS = ("stream", "preads", "mmap")
+
+
+# ------------------------------------------------------------------ stores
+
+
+def _data(shape: tuple[int, ...], dtype: str, seed: int) -> np.ndarray:
+    """Smooth values plus noise: compressible, but every element matters."""
+    rng = np.random.default_rng(seed)
+    ramp = np.indices(shape).sum(axis=0) % 251
+    return (ramp + rng.integers(0, 5, shape)).astype(dtype)
+
+
+def write_stores(root: Path) -> dict[str, dict[str, np.ndarray]]:
+    """{store directory: {array name: oracle}}, the oracle as zarr-python reads the array back."""
+    import zarr
+    from zarr.codecs import BloscCodec, BytesCodec, GzipCodec, ShardingCodec, ZstdCodec
+
+    v3 = root / "soak_v3.zarr"
+    group = zarr.open_group(str(v3), mode="w", zarr_format=3)
+    group.create_array("zstd_f4", shape=(1024, 2048), chunks=(128, 256), dtype="<f4",
+                       compressors=ZstdCodec(level=1))[...] = _data((1024, 2048), "<f4", 1)
+    group.create_array("shard_u2", shape=(64, 256, 256), dtype="<u2", chunks=(8, 64, 64), shards=(16, 128, 128),
+                       compressors=GzipCodec(level=1))[...] = _data((64, 256, 256), "<u2", 2)
+    group.create_array("blosc_i8_be", shape=(512, 1024), chunks=(64, 128), dtype=">i8",
+                       serializer=BytesCodec(endian="big"),
+                       compressors=BloscCodec(cname="lz4", shuffle="shuffle"))[...] = _data((512, 1024), "<i8", 3)
+    missing = group.create_array("missing_u1", shape=(2048, 2048), chunks=(256, 256), dtype="u1", fill_value=7)
+    missing[...] = _data((2048, 2048), "u1", 4)
+    for i in range(0, 8, 3):  # leave some chunks out: those read as the fill value
+        shutil.rmtree(v3 / "missing_u1" / "c" / str(i))
+    v2 = root / "soak_v2.zarr"
+    group2 = zarr.open_group(str(v2), mode="w", zarr_format=2)
+    group2.create_array("blosc_u2", shape=(64, 256, 256), chunks=(16, 64, 128), dtype="<u2",
+                        compressors=None)[...] = _data((64, 256, 256), "<u2", 5)
+    group2.create_array("zlib_f8_F", shape=(512, 1024), chunks=(100, 300), dtype="<f8", order="F",
+                        compressors=None)[...] = _data((512, 1024), "<f8", 6)
+    stores: dict[str, dict[str, np.ndarray]] = {}
+    for store, names in ((v3, ("zstd_f4", "shard_u2", "blosc_i8_be", "missing_u1")), (v2, ("blosc_u2", "zlib_f8_F"))):
+        stores[str(store)] = {name: np.asarray(zarr.open_array(str(store), path=name, mode="r")[...])
+                              for name in names}
+    return stores
+
+
+# ------------------------------------------------------------------ oracle
+
+
+@dataclass
+class OracleFile:
+    path: Path
+    data: bytes  # the whole file as it must read
+    array: np.ndarray  # the array, in the dtype the file exposes
+
+
+def oracle_files(mountpoint: Path, store: Path, arrays: dict[str, np.ndarray]) -> list[OracleFile]:
+    """Expected bytes of each file: numpy's own .npy; the .tif checked by tifffile before use."""
+    import tifffile
+
+    from zarrfs.engine import Engine
+    from zarrfs.formats import FORMATS
+
+    engine = Engine.open(str(store))
+    files = []
+    try:
+        for name, array in arrays.items():
+            meta = engine.hierarchy.node(name)
+            exposed = np.ascontiguousarray(array.astype(meta.dtype))
+            raw = exposed.tobytes()
+            npy = io.BytesIO()
+            np.save(npy, exposed)
+            tif_layout = FORMATS[".tif"](meta)  # header and trailer from metadata; the region is the oracle's
+            assert tif_layout is not None
+            tif = tif_layout.header + raw + tif_layout.trailer
+            np.testing.assert_array_equal(tifffile.imread(io.BytesIO(tif)).reshape(array.shape), array)
+            files += [OracleFile(mountpoint / f"{name}.raw", raw, exposed),
+                      OracleFile(mountpoint / f"{name}.npy", npy.getvalue(), exposed),
+                      OracleFile(mountpoint / f"{name}.tif", tif, exposed)]
+    finally:
+        engine.close()
+    return files
+
+
+# ----------------------------------------------------------------- readers
+
+
+@dataclass
+class Tally:
+    reads: int = 0
+    bytes: int = 0
+    errors: int = 0
+    wrong_bytes: int = 0
+    latencies: list[float] = field(default_factory=list)
+    by_kind: dict[str, int] = field(default_factory=dict)
+    error_samples: list[str] = field(default_factory=list)
+
+    def merge(self, other: Tally) -> None:
+        self.reads += other.reads
+        self.bytes += other.bytes
+        self.errors += other.errors
+        self.wrong_bytes += other.wrong_bytes
+        self.latencies += other.latencies
+        for kind, n in other.by_kind.items():
+            self.by_kind[kind] = self.by_kind.get(kind, 0) + n
+        self.error_samples += other.error_samples[:5]
+
+
+class Reader:
+    def __init__(self, files: list[OracleFile], seed: int, tally: Tally) -> None:
+        self.files = files
+        self.rng = random.Random(seed)
+        self.tally = tally
+
+    def _timed_read(self, read: Callable[[], bytes], expected: bytes) -> None:
+        start = time.perf_counter()
+        data = read()
+        self.tally.latencies.append(time.perf_counter() - start)
+        self.tally.reads += 1
+        self.tally.bytes += len(data)
+        self._compare(data, expected)
+
+    def _compare(self, data: bytes | np.ndarray, expected: bytes | np.ndarray) -> None:
+        if isinstance(data, bytes):
+            if data == expected:
+                return
+            a = np.frombuffer(data, np.uint8)
+            b = np.frombuffer(expected, np.uint8)
+            n = min(len(a), len(b))
+            self.tally.wrong_bytes += int(np.count_nonzero(a[:n] != b[:n])) + abs(len(a) - len(b))
+        else:
+            diff = data.view(np.uint8) != np.ascontiguousarray(expected).view(np.uint8)
+            if not diff.any():
+                return
+            self.tally.wrong_bytes += int(np.count_nonzero(diff))
+
+    def stream(self, file: OracleFile) -> None:
+        """A sequential read (cat, cp): from the daemon, not the page cache."""
+        size = len(file.data)
+        start = self.rng.randrange(0, size)
+        stop = min(size, start + self.rng.randrange(1 << 20, 8 << 20))
+        with open(file.path, "rb", buffering=0) as f:
+            os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
+            f.seek(start)
+            position = start
+            while position < stop:
+                n = min(stop - position, self.rng.choice([4096, 65536, 131072, 1 << 20]))
+                self._timed_read(lambda n=n: f.read(n), file.data[position:position + n])
+                position += n
+
+    def preads(self, file: OracleFile) -> None:
+        """Random small reads straight to the daemon (O_DIRECT: no page cache, no kernel readahead)."""
+        fd = os.open(file.path, os.O_RDONLY | os.O_DIRECT)
+        try:
+            for _ in range(20):
+                offset = self.rng.randrange(0, len(file.data))
+                n = self.rng.choice([1, 7, 512, 4096, 65536, 262144])
+                self._timed_read(lambda o=offset, n=n: os.pread(fd, n, o), file.data[offset:offset + n])
+        finally:
+            os.close(fd)
+
+    def mmap_slices(self, file: OracleFile) -> None:
+        """np.load(mmap_mode="r") and a few random hyperrectangles of it."""
+        mapped = np.load(file.path, mmap_mode="r")
+        try:
+            for _ in range(5):
+                region = tuple(slice(a, a + self.rng.randrange(1, s - a + 1))
+                               for a, s in ((self.rng.randrange(0, s), s) for s in file.array.shape))
+                start = time.perf_counter()
+                data = np.array(mapped[region])
+                self.tally.latencies.append(time.perf_counter() - start)
+                self.tally.reads += 1
+                self.tally.bytes += data.nbytes
+                self._compare(data, file.array[region])
+        finally:
+            del mapped
+
+    def run(self, deadline: float, kinds: tuple[str, ...]) -> None:
+        while time.monotonic() < deadline:
+            kind = self.rng.choice(kinds)
+            pool = [f for f in self.files if f.path.suffix == ".npy"] if kind == "mmap" else self.files
+            file = self.rng.choice(pool)
+            try:
+                {"stream": self.stream, "preads": self.preads, "mmap": self.mmap_slices}[kind](file)
+            except Exception as exc:  # noqa: BLE001 - every failure is a figure
+                self.tally.errors += 1
+                if len(self.tally.error_samples) < 5:
+                    self.tally.error_samples.append(f"{kind} {file.path.name}: {type(exc).__name__}: {exc}")
+            self.tally.by_kind[kind] = self.tally.by_kind.get(kind, 0) + 1
+
+
+def run_readers(files: list[OracleFile], readers: int, seconds: float, seed: int, kinds: tuple[str, ...]) -> Tally:
+    tallies = [Tally() for _ in range(readers)]
+    deadline = time.monotonic() + seconds
+    threads = [threading.Thread(target=Reader(files, seed + i, tallies[i]).run, args=(deadline, kinds))
+               for i in range(readers)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    total = Tally()
+    for tally in tallies:
+        total.merge(tally)
+    return total
+
+
+# ----------------------------------------------------------------- daemons
+
+
+@dataclass
+class DaemonSample:
+    fds: int
+    threads: int
+    peak_rss_mib: float
+
+
+def sample(pid: int) -> DaemonSample:
+    status = Path(f"/proc/{pid}/status").read_text()
+    return DaemonSample(fds=len(os.listdir(f"/proc/{pid}/fd")), threads=len(os.listdir(f"/proc/{pid}/task")),
+                        peak_rss_mib=int(status.split("VmHWM:")[1].split()[0]) / 1024)
+
+
+class Sampler:
+    """Counts each daemon's threads and descriptors every second while the load runs."""
+
+    def __init__(self, pids: list[int]) -> None:
+        self.pids = pids
+        self.samples: list[list[DaemonSample]] = [[] for _ in pids]
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.wait(1.0):
+            for samples, pid in zip(self.samples, self.pids, strict=True):
+                samples.append(sample(pid))
+
+    def __enter__(self) -> Sampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def trend(self, index: int) -> dict[str, int]:
+        """Most threads and descriptors in the first and in the last third of the run."""
+        samples = self.samples[index]
+        third = max(1, len(samples) // 3)
+        first, last = samples[:third], samples[-third:]
+        return {"threads_max_first_third": max(s.threads for s in first),
+                "threads_max_last_third": max(s.threads for s in last),
+                "fds_max_first_third": max(s.fds for s in first), "fds_max_last_third": max(s.fds for s in last)}
+
+
+def daemon_pid(mountpoint: Path) -> int:
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                argv = (entry / "cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if b"--foreground" in argv and os.fsencode(mountpoint) in argv:
+                return int(entry.name)
+    raise RuntimeError(f"no zarrfs daemon serves {mountpoint}")
+
+
+def zarrfs(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "zarrfs", *args], capture_output=True, text=True, check=False,
+                          stdin=subprocess.DEVNULL, timeout=120)
+
+
+def percentile(values: list[float], q: float) -> float:
+    return float(np.percentile(values, q)) * 1000 if values else 0.0
+
+
+# -------------------------------------------------------------------- main
+
+
+def soak(workdir: Path, minutes: float, readers: int, cache_size: str, warmup_seconds: float,
+         seed: int, kinds: tuple[str, ...] = KINDS) -> dict[str, Any]:
+    from zarrfs.options import parse_size
+
+    stores = write_stores(workdir)
+    mounts: list[tuple[Path, Path, Path]] = []
+    files: list[OracleFile] = []
+    try:
+        for i, (store, arrays) in enumerate(stores.items()):
+            mountpoint, log = workdir / f"mnt{i}", workdir / f"daemon{i}.log"
+            mountpoint.mkdir()
+            result = zarrfs("--log-level", "info", "mount", store, str(mountpoint), "--cache-size", cache_size,
+                            "--log-file", str(log))
+            if result.returncode != 0:
+                raise RuntimeError(f"zarrfs mount failed: {result.stderr}")
+            mounts.append((mountpoint, log, Path(store)))
+            files += oracle_files(mountpoint, Path(store), arrays)
+        pids = [daemon_pid(m) for m, _, _ in mounts]
+        idle = [sample(pid) for pid in pids]
+        warm = run_readers(files, readers, warmup_seconds, seed, kinds)
+        time.sleep(1.0)  # idle worker threads settle
+        before = [sample(pid) for pid in pids]
+        started = time.monotonic()
+        with Sampler(pids) as sampler:
+            main = run_readers(files, readers, minutes * 60, seed + 1000, kinds)
+        elapsed = time.monotonic() - started
+        time.sleep(1.0)
+        after = [sample(pid) for pid in pids]
+        stats = [json.loads((m / ".zarrfs-stats.json").read_text()) for m, _, _ in mounts]
+    finally:
+        for mountpoint, _, _ in mounts:
+            zarrfs("unmount", str(mountpoint))
+    log_problems = [line for _, log, _ in mounts for line in log.read_text(errors="replace").splitlines()
+                    if " INFO " not in line and " DEBUG " not in line and line.strip()]
+    budget_mib = parse_size(cache_size) / (1 << 20)
+    figures = {
+        "minutes": round(elapsed / 60, 2), "readers": readers, "cache_budget_mib": budget_mib,
+        "arrays": sum(len(a) for a in stores.values()), "files": len(files),
+        "oracle_mib": round(sum(len(f.data) for f in files) / (1 << 20), 1),
+        "reads": main.reads, "bytes": main.bytes, "mib_per_s": round(main.bytes / (1 << 20) / elapsed, 1),
+        "operations": main.by_kind, "errors": main.errors + warm.errors + len(log_problems),
+        "wrong_bytes": main.wrong_bytes + warm.wrong_bytes,
+        "latency_ms": {"p50": round(percentile(main.latencies, 50), 3), "p99": round(percentile(main.latencies, 99), 3),
+                       "max": round(max(main.latencies, default=0) * 1000, 3)},
+        "daemons": [{"store": Path(store).name, "idle_rss_mib": round(i.peak_rss_mib, 1),
+                     "peak_rss_mib": round(a.peak_rss_mib, 1),
+                     "fds_start": b.fds, "fds_end": a.fds, "threads_start": b.threads, "threads_end": a.threads,
+                     **sampler.trend(k), "cache": s["cache"], "store_requests": s["store"]["requests"]}
+                    for k, (store, i, b, a, s) in enumerate(zip(stores, idle, before, after, stats, strict=True))],
+        "error_samples": (warm.error_samples + main.error_samples)[:5] + log_problems[:5],
+    }
+    failures = []
+    if figures["errors"] or figures["wrong_bytes"]:
+        failures.append(f"{figures['errors']} errors, {figures['wrong_bytes']} wrong bytes")
+    for daemon in figures["daemons"]:
+        if daemon["peak_rss_mib"] > budget_mib + RSS_SLACK_MIB:
+            failures.append(f"{daemon['store']}: peak RSS {daemon['peak_rss_mib']} MiB over budget + {RSS_SLACK_MIB}")
+        # Worker threads come and go with the load (libfuse keeps up to 8 idle): growth is a rising
+        # maximum over the run, or descriptors left open at the end.
+        if daemon["fds_end"] > daemon["fds_start"] or \
+                daemon["threads_max_last_third"] > daemon["threads_max_first_third"] or \
+                daemon["fds_max_last_third"] > daemon["fds_max_first_third"]:
+            failures.append(f"{daemon['store']}: descriptors or threads grew")
+    figures["failures"] = failures
+    return figures
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--minutes", type=float, default=0.5, help="length of the measured run (default 0.5)")
+    parser.add_argument("--readers", type=int, default=16, help="concurrent reader threads (default 16)")
+    parser.add_argument("--cache-size", default="32M",
+                        help="each daemon's --cache-size (default 32M, below the 40 MiB of arrays: chunks churn)")
+    parser.add_argument("--warmup", type=float, default=5.0, help="seconds of load before the first count")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--kinds", default=",".join(KINDS), help="reader work to mix (default: %(default)s)")
+    parser.add_argument("--json", type=Path, help="write the figures here")
+    parser.add_argument("--workdir", type=Path, help="where stores and mounts go (default: a temporary directory)")
+    args = parser.parse_args(argv)
+    workdir = args.workdir or Path(tempfile.mkdtemp(prefix="zarrfs-soak-"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    try:
+        figures = soak(workdir, args.minutes, args.readers, args.cache_size, args.warmup, args.seed,
+                       tuple(args.kinds.split(",")))
+    finally:
+        if args.workdir is None:
+            shutil.rmtree(workdir, ignore_errors=True)
+    text = json.dumps(figures, indent=2)
+    print(text)
+    if args.json:
+        args.json.write_text(text)
+    return 1 if figures["failures"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
