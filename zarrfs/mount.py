@@ -75,7 +75,7 @@ def check_mountpoint(path: str) -> None:
             raise MountError(f"{path} is a stale {kind or 'FUSE'} mount (its daemon died): unmount it first "
                              f"(`fusermount3 -u {path}`)") from None
         unmount(path)
-        log.info("cleared the stale zarrfs mount on %s (its daemon had died)", path)
+        log.debug("cleared the stale zarrfs mount on %s (its daemon had died)", path)
         return check_mountpoint(path)
     if not os.path.isdir(path):
         raise MountError(f"mount point {path} is not a directory")
