@@ -25,10 +25,11 @@ from typing import Any
 log = logging.getLogger(__name__)
 
 GRACE_SECONDS = 5.0
-POLL_SECONDS = 0.05
-# Sent to the main thread when the loop should end: libfuse's loop sleeps in
-# sem_wait there, and only a signal to that thread interrupts it (libfuse's
-# own handler may have run on any thread without one of them blocking it).
+POLL_SECONDS = 0.1  # the watcher wakes 10 times a second: negligible, and a stop starts within 0.1 s
+# Sent to the main thread once the loop should end: libfuse's loop sleeps in
+# sem_wait there, and only a signal delivered to that thread interrupts it;
+# libfuse's own handler may have run on another thread (any thread that does
+# not block the signal can take it), leaving the main thread asleep.
 WAKE_SIGNAL = signal.SIGUSR1
 
 
@@ -39,7 +40,6 @@ class Stopper:
     def __init__(self, mountpoint: str, grace: float = GRACE_SECONDS) -> None:
         self.mountpoint = mountpoint
         self.grace = grace
-        self.stopping = False  # the loop was asked to end (a signal, or the kernel unmounted)
         self._lock = threading.Lock()  # held while reading libfuse's session: destroy waits for it
         self._session: int | None = None
         self._exited: Any = None
@@ -94,7 +94,6 @@ class Stopper:
             if exiting:
                 break
             time.sleep(POLL_SECONDS)
-        self.stopping = True
         log.info("unmounting; reads in progress get %.0f s to finish", self.grace)
         if self._main is not None:
             signal.pthread_kill(self._main, WAKE_SIGNAL)
