@@ -253,7 +253,8 @@ def test_busy_unmount_names_the_processes(big: tuple[Path, np.ndarray], tmp_path
             busy = run_zarrfs("unmount", mount.root)
             assert busy.returncode == 1
             assert busy.stderr.strip() == (
-                f"zarrfs: error: {mount.root} is busy: in use by python (pid {os.getpid()}). "
+                f"zarrfs: error: {mount.root} is busy: in use by {Path('/proc/self/comm').read_text().strip()} "
+                f"(pid {os.getpid()}). "
                 f"Close them, or detach anyway with `zarrfs unmount --lazy {mount.root}`")
         finally:
             del mapped
