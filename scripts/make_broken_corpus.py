@@ -562,11 +562,15 @@ def name_cases(corpus: Corpus) -> None:
     undecodable = os.fsencode(corpus.root / "names-v2-local.zarr") + b"/caf\xe9"
     write_json(corpus.root / "names-v2-local.zarr" / ".zgroup", {"zarr_format": 2})
     write_json(corpus.root / "names-v2-local.zarr" / "good" / ".zarray", _v2_doc())
-    os.makedirs(undecodable, exist_ok=True)
-    with open(undecodable + b"/.zgroup", "wb") as f:
-        f.write(b'{"zarr_format": 2}')
+    local_names = ["caf\udce9"]
+    try:
+        os.makedirs(undecodable, exist_ok=True)
+        with open(undecodable + b"/.zgroup", "wb") as f:
+            f.write(b'{"zarr_format": 2}')
+    except OSError:  # a file system that insists on UTF-8 names cannot hold this case
+        local_names = []
     for store, names in (("names-v3.zarr", BAD_NAMES + ["up/../.."]), ("names-v2.zarr", BAD_NAMES),
-                         ("names-zp2.zarr", ["..", ".", "z" * 244]), ("names-v2-local.zarr", ["caf\udce9"])):
+                         ("names-zp2.zarr", ["..", ".", "z" * 244]), ("names-v2-local.zarr", local_names)):
         for name in names:
             corpus.add(Case(f"{store}:{name[:20]!r}", store, name, "name", None, ("not a valid node name",)))
 
