@@ -222,9 +222,11 @@ def serve(options: MountOptions, report: Callable[[str], None] | None = None) ->
     fuse_kwargs: dict[str, Any] = {"ro": True, "fsname": f"zarrfs:{engine.store.display_name}"[:200],
                                    "subtype": "zarrfs", "default_permissions": True,
                                    # libfuse 3.14 leaves max_idle_threads at UINT_MAX and prints "Ignoring
-                                   # invalid max threads value" unless it is set; 16 worker threads let
-                                   # reads wait on slow stores while others are served.
-                                   "max_threads": 16, "max_idle_threads": 8}
+                                   # invalid max threads value" unless it is set. 8 FUSE threads: each
+                                   # holds a 1 MiB libfuse buffer and a reply; with 16, a 16-reader soak
+                                   # peaked at budget + 114 MiB, with 8 at budget + 92 MiB, and ran 15%
+                                   # faster (readahead, not FUSE threads, keeps remote requests in flight).
+                                   "max_threads": 8, "max_idle_threads": 8}
     if options.allow_other:
         fuse_kwargs["allow_other"] = True
     for option in options.fuse_options:
