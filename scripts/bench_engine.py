@@ -99,7 +99,7 @@ def main() -> None:
         print(json.dumps(one(*args.one, args.cache_size)))
         return
     gib = math.prod(SHAPE) * 4 / 2**30
-    print(f"| store | zarrfs GB/s | zarr-python GB/s | tensorstore GB/s | zarrfs/zp3 | zarrfs/ts | decodes per chunk | zarrfs peak RSS MiB |")
+    print("| store | zarrfs GB/s | zarr-python GB/s | tensorstore GB/s | zarrfs/zp3 | zarrfs/ts | decodes per chunk | zarrfs peak RSS MiB |")
     print("|---|---|---|---|---|---|---|---|")
     for store in args.stores.split(","):
         path = ensure_store(store)

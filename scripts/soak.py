@@ -34,7 +34,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -57,7 +57,7 @@ def _data(shape: tuple[int, ...], dtype: str, seed: int) -> np.ndarray:
 def write_stores(root: Path) -> dict[str, dict[str, np.ndarray]]:
     """{store directory: {array name: oracle}}, the oracle as zarr-python reads the array back."""
     import zarr
-    from zarr.codecs import BloscCodec, BytesCodec, GzipCodec, ShardingCodec, ZstdCodec
+    from zarr.codecs import BloscCodec, BytesCodec, GzipCodec, ZstdCodec
 
     v3 = root / "soak_v3.zarr"
     group = zarr.open_group(str(v3), mode="w", zarr_format=3)

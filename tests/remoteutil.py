@@ -29,6 +29,7 @@ from http.server import BaseHTTPRequestHandler, SimpleHTTPRequestHandler, Thread
 from pathlib import Path
 from typing import BinaryIO
 
+from oracles import ORACLES, HierarchyOracle, Oracle, write_hierarchy
 from mountutil import Mount
 
 STALL_LIMIT_S = 30.0  # a stalled answer never holds a server thread longer than this
@@ -358,3 +359,17 @@ def s3_server() -> Iterator[S3Server]:
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+
+
+def write_sources(root: Path, arrays: list[str], hierarchies: list[str],
+                  ) -> tuple[dict[str, Oracle], dict[str, HierarchyOracle]]:
+    """Oracle arrays and hierarchies ('h2', 'h3c': version, c = consolidated) under `root`, one folder each."""
+    written_arrays = {}
+    for name in arrays:
+        (root / name).mkdir()
+        written_arrays[name] = ORACLES[name](root / name)
+    written_hierarchies = {}
+    for label in hierarchies:
+        (root / label).mkdir()
+        written_hierarchies[label] = write_hierarchy(root / label, int(label[1]), consolidated=label.endswith("c"))
+    return written_arrays, written_hierarchies

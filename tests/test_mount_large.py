@@ -7,7 +7,6 @@ costs nothing to store or to read: every plane is fill, decoded from nothing.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest

@@ -23,8 +23,8 @@ import pytest
 import zarr
 
 from mountutil import Mount, mounted_many
-from oracles import ORACLES, HierarchyOracle, Oracle, write_hierarchy
-from remoteutil import HttpServer, RangeHandler, http_server, remote_mount
+from oracles import HierarchyOracle, Oracle
+from remoteutil import HttpServer, RangeHandler, http_server, remote_mount, write_sources
 from zarrfs.engine import Engine
 from zarrfs.hierarchy import Hierarchy
 from zarrfs.metadata.model import ArrayMeta
@@ -47,14 +47,7 @@ class Served:
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Served:
     root = tmp_path_factory.mktemp("www")
-    arrays = {}
-    for name in ARRAYS:
-        (root / name).mkdir()
-        arrays[name] = ORACLES[name](root / name)
-    hierarchies = {}
-    for label in HIERARCHIES:
-        (root / label).mkdir()
-        hierarchies[label] = write_hierarchy(root / label, int(label[1]), consolidated=label.endswith("c"))
+    arrays, hierarchies = write_sources(root, ARRAYS, HIERARCHIES)
     return Served(root, arrays, hierarchies)
 
 

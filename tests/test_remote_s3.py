@@ -18,8 +18,8 @@ import numpy as np
 import pytest
 
 from mountutil import mounted_many, run_zarrfs
-from oracles import ORACLES, HierarchyOracle, Oracle, write_hierarchy
-from remoteutil import S3Server, remote_mount, s3_server
+from oracles import HierarchyOracle, Oracle
+from remoteutil import S3Server, remote_mount, s3_server, write_sources
 from zarrfs.tree import source_name
 
 BUCKET = "zarrfs-test"
@@ -42,14 +42,7 @@ class Bucket:
 @pytest.fixture(scope="module")
 def bucket(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Bucket]:
     root = tmp_path_factory.mktemp("s3src")
-    arrays = {}
-    for name in ARRAYS:
-        (root / name).mkdir()
-        arrays[name] = ORACLES[name](root / name)
-    hierarchies = {}
-    for label in HIERARCHIES:
-        (root / label).mkdir()
-        hierarchies[label] = write_hierarchy(root / label, int(label[1]), consolidated=label.endswith("c"))
+    arrays, hierarchies = write_sources(root, ARRAYS, HIERARCHIES)
     with s3_server() as server:
         server.client().create_bucket(Bucket=BUCKET)
         for label in [*ARRAYS, *HIERARCHIES]:
