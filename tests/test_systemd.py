@@ -28,7 +28,7 @@ def _verify(unit_text: str, tmp_path: Path) -> subprocess.CompletedProcess:
 @pytest.fixture(scope="module")
 def systemd_analyze() -> None:
     if shutil.which("systemd-analyze") is None:
-        pytest.fail("systemd-analyze is missing: install Debian's `systemd` package (scripts/setup.sh does)")
+        pytest.fail("systemd-analyze is missing: install Debian's `systemd` package (scripts/install_clients.sh does)")
 
 
 def test_unit_verifies(systemd_analyze: None, tmp_path: Path) -> None:
