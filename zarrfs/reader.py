@@ -86,6 +86,11 @@ class ArrayReader:
         # Misses in one shard load together: adjacent inner chunks come in one request.
         self._batch = Batch(lambda key: source.group(key[1]), self._load_many)
         self.band_bytes = band_nbytes(self.meta, self.read_shape)
+        # For the one-row fast path: the last axis, and the leading axes paired
+        # with their read-unit sizes, innermost first.
+        self._width = self.meta.shape[-1] if self.meta.ndim else 1
+        self._step = self.read_shape[-1] if self.meta.ndim else 1
+        self._lead_shape_reversed = tuple(reversed(tuple(zip(self.meta.shape[:-1], self.read_shape[:-1]))))
         # A stream's assembled window is cached too: it must fit beside one band.
         self.window_bytes = min(WINDOW_BYTES, max(0, cache.budget_bytes - self.band_bytes) // 2)
         # Readahead starts at one band and doubles; it never claims more than
@@ -143,23 +148,25 @@ class ArrayReader:
         the bytes are slices of at most a few chunk rows, joined, with no box
         decomposition and no intermediate array.
         """
-        first = start // self.itemsize
-        last = -(-stop // self.itemsize)
+        itemsize = self.itemsize
+        first = start // itemsize
+        last = -(-stop // itemsize)
         if self.meta.ndim == 0:
             return self._assemble(start, stop)
-        width = self.meta.shape[-1]
+        width = self._width
         row, column = divmod(first, width)
         if last - row * width > width:  # crosses into the next row
             return self._assemble(start, stop)
-        index = []
-        for size in reversed(self.meta.shape[:-1]):
+        lead: list[int] = []
+        within: list[int] = []
+        for size, unit in self._lead_shape_reversed:
             row, i = divmod(row, size)
-            index.append(i)
-        index.reverse()
-        lead = tuple(i // c for i, c in zip(index, self.read_shape, strict=False))
-        within = tuple(i % c for i, c in zip(index, self.read_shape, strict=False))
+            lead.append(i // unit)
+            within.append(i % unit)
+        lead.reverse()
+        within_index = tuple(reversed(within))
         column_stop = column + (last - first)
-        step = self.read_shape[-1]
+        step = self._step
         coords = [(*lead, c) for c in range(column // step, (column_stop - 1) // step + 1)]
         keys = [self._key(c) for c in coords]
         values, pending = self.cache.get_many(keys, self._load, size_hint=self.unit_nbytes, batch=self._batch)
@@ -167,15 +174,16 @@ class ArrayReader:
             self._wait(pending, values)
         parts = []
         for coord, key in zip(coords, keys, strict=True):
-            lo = max(column, coord[-1] * step) - coord[-1] * step
-            hi = min(column_stop, (coord[-1] + 1) * step) - coord[-1] * step
+            base = coord[-1] * step
+            lo = max(column, base) - base
+            hi = min(column_stop, base + step) - base
             chunk = values[key]
             if chunk is None:
                 parts.append(np.full(hi - lo, self.meta.fill_value, self.meta.dtype).tobytes())
             else:
-                parts.append(chunk[within][lo:hi].tobytes())
+                parts.append(chunk[within_index][lo:hi].tobytes())
         data = parts[0] if len(parts) == 1 else b"".join(parts)
-        skip = start - first * self.itemsize
+        skip = start - first * itemsize
         return data[skip:skip + (stop - start)] if skip or len(data) != stop - start else data
 
     def _wait(self, pending: dict, values: dict) -> None:
