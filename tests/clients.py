@@ -179,10 +179,10 @@ def _virtual_display(log: Path) -> Iterator[str]:
                 raise ClientError(f"Xvfb did not start; its output:\n{log.read_text(errors='replace')}")
             yield f":{number}"
         finally:
-            _end(xvfb)
+            end_process(xvfb)
 
 
-def _end(process: subprocess.Popen) -> None:
+def end_process(process: subprocess.Popen) -> None:
     """End a child we started and reap it: SIGTERM, then SIGKILL if it lingers."""
     if process.poll() is None:
         process.terminate()

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from oracles import ORACLES, HierarchyOracle, Oracle, write_hierarchy
+from clients import end_process
 from mountutil import Mount
 
 STALL_LIMIT_S = 30.0  # a stalled answer never holds a server thread longer than this
@@ -353,12 +354,7 @@ def s3_server() -> Iterator[S3Server]:
                 time.sleep(0.1)
         yield S3Server(endpoint, process)
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        end_process(process)
 
 
 def write_sources(root: Path, arrays: list[str], hierarchies: list[str],
