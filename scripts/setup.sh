@@ -20,7 +20,9 @@ if ! "$PYTHON" -c 'import sys; assert sys.version_info >= (3, 11)' 2>/dev/null; 
 fi
 
 missing=()
-ldconfig -p | grep -q 'libfuse3\.so\.3' || missing+=(fuse3)
+# grep without -q reads all of ldconfig's output: with -q it can exit first and,
+# under pipefail, ldconfig's SIGPIPE would count as "missing".
+ldconfig -p 2>/dev/null | grep 'libfuse3\.so\.3' >/dev/null || missing+=(fuse3)
 command -v fusermount3 >/dev/null || missing+=(fuse3)
 "$PYTHON" -m venv --help >/dev/null 2>&1 || missing+=(python3-venv)
 if [ ${#missing[@]} -gt 0 ]; then
