@@ -30,6 +30,12 @@ def _mount_entry(path: str) -> list[str] | None:
     return found
 
 
+def device(path: str) -> str | None:
+    """'major:minor' of the mount at `path` (its bdi under /sys/class/bdi), or None if nothing is mounted."""
+    fields = _mount_entry(path)
+    return None if fields is None else fields[2]
+
+
 def fstype(path: str) -> str | None:
     """The file system type mounted at `path` ('fuse.zarrfs', ...), or None if nothing is."""
     fields = _mount_entry(path)
