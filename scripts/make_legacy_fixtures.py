@@ -1080,32 +1080,28 @@ def decode_seed(store: Path, node: str):
     return out
 
 
-def list_children_seed(store: Path, node: str):
-    d = store / "meta" / node if node else store / "meta"
+def _children_of(meta_dir: Path, implied_by: callable) -> list[str]:
+    """Child names under a draft `meta/...` folder: `x.array.json`, `x.group.json`, implied `x/`."""
     kids = set()
-    if d.is_dir():
-        for p in d.iterdir():
-            if p.is_dir():
+    if meta_dir.is_dir():
+        for p in meta_dir.iterdir():
+            if p.is_dir() and implied_by(p):
                 kids.add(p.name)
             elif p.name.endswith(".array.json"):
                 kids.add(p.name[: -len(".array.json")])
             elif p.name.endswith(".group.json"):
                 kids.add(p.name[: -len(".group.json")])
     return sorted(kids)
+
+
+def list_children_seed(store: Path, node: str):
+    return _children_of(store / "meta" / node if node else store / "meta", lambda p: True)
 
 
 def list_children_zp2(store: Path, node: str):
-    d = store / "meta" / "root" / node if node else store / "meta" / "root"
-    kids = set()
-    if d.is_dir():
-        for p in d.iterdir():
-            if p.is_dir() and any(p.rglob("*.json")):
-                kids.add(p.name)
-            elif p.name.endswith(".array.json"):
-                kids.add(p.name[: -len(".array.json")])
-            elif p.name.endswith(".group.json"):
-                kids.add(p.name[: -len(".group.json")])
-    return sorted(kids)
+    # zarr-python 2.18 leaves empty folders behind; only ones holding metadata imply a group.
+    return _children_of(store / "meta" / "root" / node if node else store / "meta" / "root",
+                        lambda p: any(p.rglob("*.json")))
 
 
 def same_array(a: np.ndarray, b: np.ndarray) -> bool:
