@@ -1,12 +1,15 @@
-"""Allocator settings that keep the daemon's memory within its cache budget.
+"""Allocator settings that keep the daemon fast and within its cache budget.
 
-With glibc's defaults, decoded chunks (megabytes each, freed as the LRU turns
-over) land in per-thread heaps that are never given back: measured 145 MiB
-over a 512 MiB budget after one pass over a 1 GiB array, against 18 MiB with
-these settings. Buffers above 1 MiB are mapped and unmapped on their
-own; smaller ones (the replies to FUSE reads, up to 1 MiB) are reused from the
-heap, which is what keeps reads fast (performance notes: fresh pages per read
-cost up to 3x).
+Decoded chunks are megabytes each and turn over as the LRU evicts them. If
+each one is mapped on its own (glibc's default above 128 KiB), every page of
+every chunk is faulted in and zeroed afresh: on a cold 1 GiB read through the
+mount that was a fifth of the daemon's CPU time, and the read ran 15-20%
+slower than with buffers reused from the heap (scripts/bench_mount.py).
+So blocks up to 32 MiB come from the heap and are reused. The heap must not
+keep what it frees, either: with glibc's defaults (one arena per thread, a
+dynamic threshold) a pass over a 1 GiB array left 145 MiB over a 512 MiB
+budget; two arenas and a 16 MiB trim threshold keep the peak within budget +
+100 MiB (measured with budgets of 256 and 512 MiB).
 """
 
 from __future__ import annotations
@@ -17,10 +20,10 @@ import ctypes.util
 _M_TRIM_THRESHOLD = -1
 _M_MMAP_THRESHOLD = -3
 _M_ARENA_MAX = -8
-# Just above 1 MiB: a FUSE reply (at most 1 MiB plus the bytes object's
-# header) still comes from the reusable heap; compressed and decoded chunks,
-# usually larger, are mapped on their own and unmapped when freed.
-MMAP_THRESHOLD = (1 << 20) + (64 << 10)
+# Blocks above this are mapped on their own and unmapped when freed: 32 MiB,
+# the most glibc's own dynamic threshold would grow to, holds a typical chunk
+# (1-16 MiB) and the 1 MiB FUSE replies.
+MMAP_THRESHOLD = 32 << 20
 
 
 def tune_process() -> None:
