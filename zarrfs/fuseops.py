@@ -7,6 +7,7 @@ log, so no exception reaches the binding's default handler.
 
 from __future__ import annotations
 
+import ctypes
 import errno
 import functools
 import itertools
@@ -24,7 +25,6 @@ import numpy as np
 
 from .errors import ZarrfsError
 from .reader import ArrayReader, ReadStream
-from .replybuf import ReplyBuffer
 from .formats import json_document
 from .formats.base import Layout
 from .tree import DirEntry, Entry, FileEntry, StatsEntry, VirtualTree
@@ -43,8 +43,6 @@ _MAX_REPORTED = 10_000
 
 
 def _errno_boundary(method: F) -> F:
-    call = method.__name__.removesuffix("_buf")  # log "read", as users know it, for read_buf
-
     @functools.wraps(method)
     def wrapper(self: ZarrOperations, *args: Any) -> Any:
         try:
@@ -53,10 +51,10 @@ def _errno_boundary(method: F) -> F:
             raise
         except ZarrfsError as exc:
             if exc.errno not in _QUIET_ERRNOS:
-                self.report_once(f"{call} {args[0] if args else ''}", exc)
+                self.report_once(f"{method.__name__} {args[0] if args else ''}", exc)
             raise mfusepy.FuseOSError(exc.errno) from exc
         except Exception:
-            log.exception("%s %s: unexpected error", call, args[0] if args else "")
+            log.exception("%s %s: unexpected error", method.__name__, args[0] if args else "")
             raise mfusepy.FuseOSError(errno.EIO) from None
 
     return wrapper  # type: ignore[return-value]
@@ -176,22 +174,20 @@ class ZarrOperations(mfusepy.Operations):
         return 0
 
     @_errno_boundary
-    def read_buf(self, path: str, bufpp: Any, size: int, offset: int, fi: Any) -> int:
-        # read_buf rather than read: the reply is assembled in memory handed to
-        # libfuse as is, instead of being memmoved into libfuse's buffer (replybuf.py).
+    def read(self, path: str, size: int, offset: int, fi: Any) -> bytes:
         open_file = self._handles.get(fi.fh)
         if open_file is None:
             raise mfusepy.FuseOSError(errno.EBADF)
         reader = open_file.reader
-        layout = open_file.entry.layout
-        with ReplyBuffer(max(0, min(size, layout.size - offset))) as reply:
-            if reader is None:
-                nbytes = layout.read_into(reply.array, offset, _no_region)
-            else:
-                nbytes = layout.read_into(
-                    reply.array, offset, lambda out, start, stop: reader.read_into(out, start, stop, open_file.stream))
-            reply.hand_over(bufpp, nbytes)
-        return 0
+        if reader is None:
+            return open_file.entry.layout.read(offset, size, _no_region)
+        data = open_file.entry.layout.read(
+            offset, size, lambda start, stop: reader.read_buffer(start, stop, open_file.stream))
+        if isinstance(data, np.ndarray):
+            # mfusepy memmoves the reply into libfuse's buffer: a ctypes view of the
+            # window avoids building a bytes copy of up to 1 MiB per read first.
+            return (ctypes.c_char * data.nbytes).from_buffer(data)
+        return data
 
     @_errno_boundary
     def release(self, path: str, fi: Any) -> int:
@@ -208,5 +204,5 @@ class ZarrOperations(mfusepy.Operations):
     chmod = chown = setxattr = removexattr = symlink = link = utimens = mknod = _read_only
 
 
-def _no_region(out: np.ndarray, start: int, stop: int) -> None:
+def _no_region(start: int, stop: int) -> bytes:
     raise AssertionError("metadata-only files have no element region")

@@ -54,8 +54,7 @@ def linear_boxes(first: int, last: int, shape: tuple[int, ...]) -> list[Box]:
 
 # A sequential reader gets this many bytes assembled at once and then served
 # by slicing: the per-chunk Python work is paid once per window instead of
-# once per (typically 128 KiB) FUSE read. 1 MiB, the largest FUSE read;
-# reads of a whole window or more are assembled straight into the reply.
+# once per (typically 128 KiB) FUSE read. 1 MiB, the largest FUSE read.
 WINDOW_BYTES = 1 << 20
 
 
@@ -108,24 +107,23 @@ class ArrayReader:
 
     def read(self, start: int, stop: int, stream: ReadStream | None = None) -> bytes:
         """Bytes [start, stop) of the C-order element stream (fewer at the end)."""
-        out = np.empty(max(0, min(stop, self.nbytes) - start), np.uint8)
-        return out[:self.read_into(out, start, stop, stream)].tobytes()
+        data = self.read_buffer(start, stop, stream)
+        return data if isinstance(data, bytes) else data.tobytes()
 
-    def read_into(self, out: np.ndarray, start: int, stop: int, stream: ReadStream | None = None) -> int:
-        """As `read`, but into the uint8 array `out`; returns the number of bytes written.
+    def read_buffer(self, start: int, stop: int, stream: ReadStream | None = None) -> bytes | np.ndarray:
+        """As `read`, but a sequential stream gets a uint8 view of its assembled window.
 
-        `out` is only written, never kept: the FUSE layer passes memory that
-        libfuse frees once it has replied.
+        The FUSE layer hands such a view to libfuse without copying it into a
+        `bytes` first; the view keeps the window alive, so eviction is safe.
         """
         stop = min(stop, self.nbytes)
         if start >= stop:
-            return 0
-        nbytes = stop - start
-        if stream is not None:
-            self._track(stream, start, stop)
-        if stream is None or not stream.sequential or nbytes >= self.window_bytes:  # a window would not pay
-            self._read_exact_into(out[:nbytes], start, stop)
-            return nbytes
+            return b""
+        if stream is None:
+            return self._read_exact(start, stop)
+        self._track(stream, start, stop)
+        if not stream.sequential or stop - start >= self.window_bytes:  # a window would not pay
+            return self._read_exact(start, stop)
         window_key = ("window", self._key_prefix, stream.token)
         window = self.cache.peek(window_key)
         if window is None or not (window[0] <= start and stop <= window[0] + len(window[1])):
@@ -134,33 +132,29 @@ class ArrayReader:
                 window = (start, self._assemble(start, window_stop))
             except ZarrfsError:
                 # A bad chunk beyond what was asked must not fail this read.
-                self._read_exact_into(out[:nbytes], start, stop)
-                return nbytes
+                return self._read_exact(start, stop)
             self.cache.put(window_key, window)
         base, data = window
-        out[:nbytes] = data[start - base:stop - base]
-        return nbytes
+        return data[start - base:stop - base]
 
     # -------------------------------------------------------------- internal
 
-    def _read_exact_into(self, out: np.ndarray, start: int, stop: int) -> None:
-        """Bytes [start, stop) into `out`, with a fast path for ranges inside one row of the last axis.
+    def _read_exact(self, start: int, stop: int) -> bytes | np.ndarray:
+        """Bytes [start, stop), with a fast path for ranges inside one row of the last axis.
 
         Random small reads (a 4 KiB pread) are nearly always inside one row: then
-        the bytes are slices of at most a few chunk rows, with no box
+        the bytes are slices of at most a few chunk rows, joined, with no box
         decomposition and no intermediate array.
         """
         itemsize = self.itemsize
         first = start // itemsize
         last = -(-stop // itemsize)
         if self.meta.ndim == 0:
-            self._assemble(start, stop, out)
-            return
+            return self._assemble(start, stop)
         width = self._width
         row, column = divmod(first, width)
         if last - row * width > width:  # crosses into the next row
-            self._assemble(start, stop, out)
-            return
+            return self._assemble(start, stop)
         lead: list[int] = []
         within: list[int] = []
         for size, unit in self._lead_shape_reversed:
@@ -176,21 +170,19 @@ class ArrayReader:
         values, pending = self.cache.get_many(keys, self._load, size_hint=self.unit_nbytes, batch=self._batch)
         if pending:
             self._wait(pending, values)
-        skip = start - first * itemsize  # bytes of the first element before `start`
-        position = 0  # in `out`
+        parts = []
         for coord, key in zip(coords, keys, strict=True):
             base = coord[-1] * step
             lo = max(column, base) - base
             hi = min(column_stop, base + step) - base
             chunk = values[key]
             if chunk is None:
-                part = np.full(hi - lo, self.meta.fill_value, self.meta.dtype).view(np.uint8)
+                parts.append(np.full(hi - lo, self.meta.fill_value, self.meta.dtype).tobytes())
             else:
-                part = np.ascontiguousarray(chunk[within_index][lo:hi]).view(np.uint8)  # F-order chunks
-            part = part[skip:len(out) - position + skip]
-            out[position:position + len(part)] = part
-            position += len(part)
-            skip = 0
+                parts.append(chunk[within_index][lo:hi].tobytes())
+        data = parts[0] if len(parts) == 1 else b"".join(parts)
+        skip = start - first * itemsize
+        return data[skip:skip + (stop - start)] if skip or len(data) != stop - start else data
 
     def _wait(self, pending: dict, values: dict) -> None:
         _, late = wait(pending.values(), timeout=self.timeout)
@@ -199,8 +191,8 @@ class ArrayReader:
         for key, future in pending.items():
             values[key] = future.result()  # raises the load's error, if any
 
-    def _assemble(self, start: int, stop: int, out: np.ndarray | None = None) -> np.ndarray:
-        """Bytes [start, stop) as a uint8 array (`out` if given), from the chunks that hold them."""
+    def _assemble(self, start: int, stop: int) -> np.ndarray:
+        """Bytes [start, stop) as a uint8 array, from the chunks that hold them."""
         first = start // self.itemsize
         last = -(-stop // self.itemsize)
         boxes = linear_boxes(first, last, self.meta.shape)
@@ -209,22 +201,15 @@ class ArrayReader:
                                               size_hint=self.unit_nbytes, batch=self._batch)
         if pending:
             self._wait(pending, values)
-        skip = start - first * self.itemsize
-        whole_elements = out is not None and skip == 0 and (stop - start) % self.itemsize == 0
-        # Whole elements are assembled in place; a range that cuts elements goes through a
-        # temporary array (TIFF strips can start mid-element).
-        elements = out.view(self.meta.dtype) if whole_elements else np.empty(last - first, self.meta.dtype)
+        out = np.empty(last - first, self.meta.dtype)
         position = 0
         for box in boxes:
             box_shape = tuple(b - a for a, b in zip(*box, strict=True))
             size = math.prod(box_shape)
-            self._fill_box(elements[position:position + size].reshape(box_shape), box, values)
+            self._fill_box(out[position:position + size].reshape(box_shape), box, values)
             position += size
-        data = elements.view(np.uint8)[skip:skip + (stop - start)]
-        if out is None or whole_elements:
-            return data
-        out[:] = data
-        return out
+        skip = start - first * self.itemsize
+        return out.view(np.uint8)[skip:skip + (stop - start)]
 
     def _key(self, coords: tuple[int, ...]) -> tuple:
         return (self._key_prefix, coords)

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-
-import numpy as np
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -25,25 +24,24 @@ class Layout:
     def size(self) -> int:
         return len(self.header) + self.data_nbytes + len(self.trailer)
 
-    def read_into(self, out: np.ndarray, offset: int, read_region: Callable[[np.ndarray, int, int], None]) -> int:
-        """Bytes [offset, offset + len(out)) of the file into `out`; returns how many there were.
+    def read(self, offset: int, size: int, read_region: Callable[[int, int], Any]) -> Any:
+        """Bytes [offset, offset + size) of the file; `read_region(start, stop)` serves the element region.
 
-        `read_region(target, start, stop)` fills `target` with bytes [start, stop)
-        of the element region.
+        Inside the region the region reader's own buffer is returned as is;
+        across a boundary the parts are joined into `bytes`.
         """
         header_end = len(self.header)
         region_end = header_end + self.data_nbytes
-        end = min(offset + len(out), self.size)
-        position = 0
-        for part_start, part_end, source in ((0, header_end, self.header), (header_end, region_end, None),
-                                             (region_end, self.size, self.trailer)):
-            lo, hi = max(offset, part_start), min(end, part_end)
-            if lo >= hi:
-                continue
-            target = out[position:position + hi - lo]
-            if source is None:
-                read_region(target, lo - header_end, hi - header_end)
-            else:
-                target[:] = np.frombuffer(source, np.uint8, hi - lo, lo - part_start)
-            position += hi - lo
-        return position
+        end = min(offset + size, self.size)
+        if offset >= end:
+            return b""
+        if header_end <= offset and end <= region_end:  # the common case: inside the region
+            return read_region(offset - header_end, end - header_end)
+        parts = []
+        if offset < header_end:
+            parts.append(self.header[offset:min(end, header_end)])
+        if offset < region_end and end > header_end:
+            parts.append(read_region(max(offset, header_end) - header_end, min(end, region_end) - header_end))
+        if end > region_end:
+            parts.append(self.trailer[max(offset, region_end) - region_end:end - region_end])
+        return b"".join(parts)
