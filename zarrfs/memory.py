@@ -8,8 +8,10 @@ slower than with buffers reused from the heap (scripts/bench_mount.py).
 So blocks up to 32 MiB come from the heap and are reused. The heap must not
 keep what it frees, either: with glibc's defaults (one arena per thread, a
 dynamic threshold) a pass over a 1 GiB array left 145 MiB over a 512 MiB
-budget; two arenas and a 16 MiB trim threshold keep the peak within budget +
-100 MiB (measured with budgets of 256 and 512 MiB).
+budget, and even two arenas fragmented to 650 MiB peak on that budget. One
+arena and a 16 MiB trim threshold: 586-593 MiB peak with a 512 MiB budget,
+327-334 MiB with 256 MiB, and no slower (chunk-sized mallocs are rare enough
+that threads do not queue for the one arena's lock).
 """
 
 from __future__ import annotations
@@ -57,5 +59,5 @@ def tune_malloc() -> bool:
     return all((
         mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD),
         mallopt(_M_TRIM_THRESHOLD, 16 << 20),
-        mallopt(_M_ARENA_MAX, 2),
+        mallopt(_M_ARENA_MAX, 1),
     ))
