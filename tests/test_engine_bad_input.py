@@ -14,7 +14,7 @@ import pickle
 import struct
 import tracemalloc
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -40,19 +40,6 @@ V3_ARRAY: dict[str, Any] = {
     "chunk_key_encoding": {"name": "default", "configuration": {"separator": "/"}},
     "fill_value": 5, "codecs": [{"name": "bytes", "configuration": {"endian": "little"}}],
 }
-
-
-@pytest.fixture
-def engines() -> Iterator[Callable[[Path], Engine]]:
-    opened: list[Engine] = []
-
-    def open_engine(store: Path) -> Engine:
-        opened.append(Engine.open(str(store)))
-        return opened[-1]
-
-    yield open_engine
-    for engine in opened:
-        engine.close()
 
 
 def assert_error(exc: BaseException, kind: type[ZarrfsError], store: Path | str, *names: str) -> None:
@@ -195,9 +182,9 @@ BAD_METADATA: list[tuple[str, int, Any, type[ZarrfsError], tuple[str, ...]]] = [
 @pytest.mark.parametrize(("zarr_format", "doc", "kind", "words"), [case[1:] for case in BAD_METADATA],
                          ids=[case[0] for case in BAD_METADATA])
 def test_bad_metadata(zarr_format: int, doc: Any, kind: type[ZarrfsError], words: tuple[str, ...],
-                      tmp_path: Path, engines: Callable[[Path], Engine]) -> None:
+                      tmp_path: Path, open_engine: Callable[[Path], Engine]) -> None:
     store = group_with(tmp_path, zarr_format, doc)
-    engine = engines(store)
+    engine = open_engine(store)
     with pytest.raises(ZarrfsError) as raised:
         engine.hierarchy.node("victim")
     assert_error(raised.value, kind, str(store), "victim", *words)
@@ -213,9 +200,9 @@ def test_bad_metadata(zarr_format: int, doc: Any, kind: type[ZarrfsError], words
 
 
 def test_v3_field_that_need_not_be_understood_is_ignored(tmp_path: Path,
-                                                         engines: Callable[[Path], Engine]) -> None:
+                                                         open_engine: Callable[[Path], Engine]) -> None:
     store = group_with(tmp_path, 3, v3(future_feature={"must_understand": False, "anything": [1, 2]}))
-    reader = engines(store).reader("victim")
+    reader = open_engine(store).reader("victim")
     assert reader.read(0, reader.meta.nbytes) == np.full((4, 6), 5, "<i4").tobytes()
 
 
@@ -243,8 +230,8 @@ def test_not_zarr(tmp_path: Path) -> None:
     assert_error(raised.value, NotZarrError, tmp_path)
 
 
-def test_missing_node_is_not_found(tmp_path: Path, engines: Callable[[Path], Engine]) -> None:
-    engine = engines(group_with(tmp_path, 3, V3_ARRAY))
+def test_missing_node_is_not_found(tmp_path: Path, open_engine: Callable[[Path], Engine]) -> None:
+    engine = open_engine(group_with(tmp_path, 3, V3_ARRAY))
     with pytest.raises(NotFoundError) as raised:
         engine.hierarchy.node("nothing/here")
     assert raised.value.errno == errno.ENOENT and "/nothing/here" in str(raised.value)
@@ -256,7 +243,7 @@ def test_missing_node_is_not_found(tmp_path: Path, engines: Callable[[Path], Eng
 
 
 @pytest.mark.parametrize("zarr_format", [2, 3])
-def test_vlen_arrays_are_broken_children(zarr_format: int, tmp_path: Path, engines: Callable[[Path], Engine]) -> None:
+def test_vlen_arrays_are_broken_children(zarr_format: int, tmp_path: Path, open_engine: Callable[[Path], Engine]) -> None:
     store = tmp_path / "s.zarr"
     with quiet():
         group = zarr.open_group(str(store), mode="w", zarr_format=zarr_format)
@@ -264,7 +251,7 @@ def test_vlen_arrays_are_broken_children(zarr_format: int, tmp_path: Path, engin
         group.create_array("blobs", shape=(2,), chunks=(2,), dtype=zarr.core.dtype.VariableLengthBytes())[...] = [
             b"x", b""]
         group.create_array("numbers", shape=(3,), chunks=(2,), dtype="<u2")[...] = [1, 2, 3]
-    engine = engines(store)
+    engine = open_engine(store)
     children = {child.name: child for child in engine.hierarchy.children("")}
     assert sorted(children) == ["blobs", "numbers", "text"]
     for name in ("blobs", "text"):
@@ -285,13 +272,13 @@ class _Exploit:
 
 
 @pytest.mark.parametrize("where", ["compressor", "filter"])
-def test_pickle_is_never_unpickled(where: str, tmp_path: Path, engines: Callable[[Path], Engine]) -> None:
+def test_pickle_is_never_unpickled(where: str, tmp_path: Path, open_engine: Callable[[Path], Engine]) -> None:
     marker = tmp_path / "pwned"
     payload = pickle.dumps(_Exploit(marker))
     doc = v2(compressor={"id": "pickle"}) if where == "compressor" else v2(dtype="|O", filters=[{"id": "pickle"}])
     store = group_with(tmp_path, 2, doc)
     (store / "victim" / "0.0").write_bytes(payload)
-    engine = engines(store)
+    engine = open_engine(store)
     with pytest.raises(UnsupportedError):
         engine.reader("victim")
     assert [c.name for c in engine.hierarchy.children("") if c.error] == ["victim"]
@@ -301,28 +288,28 @@ def test_pickle_is_never_unpickled(where: str, tmp_path: Path, engines: Callable
 # ------------------------------------------------------------ invalid names
 
 
-def test_invalid_names_in_v3_consolidated_metadata(tmp_path: Path, engines: Callable[[Path], Engine]) -> None:
+def test_invalid_names_in_v3_consolidated_metadata(tmp_path: Path, open_engine: Callable[[Path], Engine]) -> None:
     group_doc = {"zarr_format": 3, "node_type": "group", "attributes": {}}
     names = ["ok", "..", ".", "a\x00b", "__reserved", "x/y"]
     root = {**group_doc, "consolidated_metadata": {"kind": "inline", "must_understand": False,
                                                    "metadata": {name: group_doc for name in names}}}
     store = tmp_path / "s.zarr"
     write_json(store / "zarr.json", root)
-    assert [c.name for c in engines(store).hierarchy.children("")] == ["ok"]
+    assert [c.name for c in open_engine(store).hierarchy.children("")] == ["ok"]
 
 
-def test_invalid_names_in_v2_consolidated_metadata(tmp_path: Path, engines: Callable[[Path], Engine]) -> None:
+def test_invalid_names_in_v2_consolidated_metadata(tmp_path: Path, open_engine: Callable[[Path], Engine]) -> None:
     names = ["ok", "..", ".", "a\x00b"]
     metadata = {".zgroup": {"zarr_format": 2}, **{f"{name}/.zgroup": {"zarr_format": 2} for name in names}}
     store = tmp_path / "s.zarr"
     write_json(store / ".zmetadata", {"zarr_consolidated_format": 1, "metadata": metadata})
     write_json(store / ".zgroup", {"zarr_format": 2})
-    assert [c.name for c in engines(store).hierarchy.children("")] == ["ok"]
+    assert [c.name for c in open_engine(store).hierarchy.children("")] == ["ok"]
 
 
 @pytest.mark.parametrize("zarr_format", [2, 3])
 def test_undecodable_local_name_is_skipped(zarr_format: int, tmp_path: Path,
-                                           engines: Callable[[Path], Engine]) -> None:
+                                           open_engine: Callable[[Path], Engine]) -> None:
     store = group_with(tmp_path, zarr_format, V2_ARRAY if zarr_format == 2 else V3_ARRAY)
     doc_name = ".zarray" if zarr_format == 2 else "zarr.json"
     bad_dir = os.fsencode(store) + b"/caf\xe9"  # Latin-1, not UTF-8
@@ -332,7 +319,7 @@ def test_undecodable_local_name_is_skipped(zarr_format: int, tmp_path: Path,
         pytest.skip(f"cannot create a non-UTF-8 name here: {exc}")
     with open(bad_dir + b"/" + doc_name.encode(), "wb") as f:
         f.write(json.dumps(V2_ARRAY if zarr_format == 2 else V3_ARRAY).encode())
-    engine = engines(store)
+    engine = open_engine(store)
     assert [c.name for c in engine.hierarchy.children("")] == ["good", "victim"]
     assert_good_sibling(engine)
 
@@ -368,10 +355,10 @@ CHUNK_DAMAGE: dict[str, Callable[[bytes], bytes]] = {
 
 
 @pytest.mark.parametrize("damage", sorted(CHUNK_DAMAGE))
-def test_damaged_v2_chunk(damage: str, tmp_path: Path, engines: Callable[[Path], Engine]) -> None:
+def test_damaged_v2_chunk(damage: str, tmp_path: Path, open_engine: Callable[[Path], Engine]) -> None:
     store, data = v2_zlib_store(tmp_path)
     corrupt(store / "arr" / "0.1", CHUNK_DAMAGE[damage])
-    engine = engines(store)
+    engine = open_engine(store)
     assert_error(read_error(engine, "arr"), ChunkError, str(store), "/arr", "arr/0.1")
     # Same error on the next read (failures are not cached as data) ...
     assert_error(read_error(engine, "arr", 12, 24), ChunkError, store, "arr/0.1")
@@ -381,11 +368,11 @@ def test_damaged_v2_chunk(damage: str, tmp_path: Path, engines: Callable[[Path],
 
 
 @pytest.mark.parametrize("length", [0, 23, 25, 48])
-def test_uncompressed_chunk_of_wrong_length(length: int, tmp_path: Path, engines: Callable[[Path], Engine]) -> None:
+def test_uncompressed_chunk_of_wrong_length(length: int, tmp_path: Path, open_engine: Callable[[Path], Engine]) -> None:
     """No compressor: a 2x3 int32 chunk must be exactly 24 bytes."""
     store = group_with(tmp_path, 2, V2_ARRAY)
     (store / "victim" / "1.1").write_bytes(bytes(range(length)))
-    engine = engines(store)
+    engine = open_engine(store)
     assert_error(read_error(engine, "victim"), ChunkError, str(store), "/victim", "victim/1.1")
     assert engine.reader("victim").read(0, 12) == np.full(3, 5, "<i4").tobytes()  # chunk 0.0: absent, fill
 
@@ -404,11 +391,11 @@ V3_DAMAGE: list[tuple[str, list[Any], Callable[[bytes], bytes]]] = [
 
 @pytest.mark.parametrize(("compressors", "change"), [case[1:] for case in V3_DAMAGE], ids=[c[0] for c in V3_DAMAGE])
 def test_damaged_v3_chunk(compressors: Any, change: Callable[[bytes], bytes], tmp_path: Path,
-                          engines: Callable[[Path], Engine]) -> None:
+                          open_engine: Callable[[Path], Engine]) -> None:
     data = np.arange(2400, dtype="<f8").reshape(40, 60)  # compressible: blosc must not store it verbatim
     oracle = write_zarr(tmp_path, data, zarr_format=3, chunks=(20, 30), compressors=_v3_compressors(compressors))
     corrupt(oracle.store / "arr" / "c" / "1" / "0", change)
-    engine = engines(oracle.store)
+    engine = open_engine(oracle.store)
     assert_error(read_error(engine, "arr"), ChunkError, str(oracle.store), "/arr", "arr/c/1/0")
     assert engine.reader("arr").read(0, 480) == oracle.expected[0].tobytes()
 
@@ -472,30 +459,30 @@ SHARD_DAMAGE: dict[str, Callable[[np.ndarray, int], None]] = {
 
 @pytest.mark.parametrize("location", ["start", "end"])
 @pytest.mark.parametrize("damage", sorted(SHARD_DAMAGE))
-def test_bad_shard_index(damage: str, location: str, tmp_path: Path, engines: Callable[[Path], Engine]) -> None:
+def test_bad_shard_index(damage: str, location: str, tmp_path: Path, open_engine: Callable[[Path], Engine]) -> None:
     store, data = sharded_store(tmp_path, location=location)
     rewrite_index(store / "arr" / "c" / "0" / "0", location, SHARD_DAMAGE[damage])
-    engine = engines(store)
+    engine = open_engine(store)
     # Inner chunk (1, 1) holds rows 2-3, columns 3-5.
     assert_error(read_error(engine, "arr", 60, 72), ChunkError, str(store), "/arr", "arr/c/0/0")
     if damage == "past-end":  # the other damages make the whole index invalid
         assert engine.reader("arr").read(0, 12) == data[0, :3].tobytes()
 
 
-def test_shard_index_checksum_mismatch(tmp_path: Path, engines: Callable[[Path], Engine]) -> None:
+def test_shard_index_checksum_mismatch(tmp_path: Path, open_engine: Callable[[Path], Engine]) -> None:
     store, _ = sharded_store(tmp_path, checksum=True)
     corrupt(store / "arr" / "c" / "0" / "0", lambda raw: raw[:-20] + bytes([raw[-20] ^ 1]) + raw[-19:])
-    assert_error(read_error(engines(store), "arr"), ChunkError, str(store), "arr/c/0/0")
+    assert_error(read_error(open_engine(store), "arr"), ChunkError, str(store), "arr/c/0/0")
 
 
 @pytest.mark.parametrize("location", ["start", "end"])
-def test_truncated_shard(location: str, tmp_path: Path, engines: Callable[[Path], Engine]) -> None:
+def test_truncated_shard(location: str, tmp_path: Path, open_engine: Callable[[Path], Engine]) -> None:
     store, _ = sharded_store(tmp_path, location=location)
     corrupt(store / "arr" / "c" / "0" / "0", lambda raw: raw[:40])
-    assert_error(read_error(engines(store), "arr"), ChunkError, str(store), "/arr", "arr/c/0/0")
+    assert_error(read_error(open_engine(store), "arr"), ChunkError, str(store), "/arr", "arr/c/0/0")
 
 
-def test_bad_nested_shard(tmp_path: Path, engines: Callable[[Path], Engine]) -> None:
+def test_bad_nested_shard(tmp_path: Path, open_engine: Callable[[Path], Engine]) -> None:
     data = np.arange(64, dtype="<u2").reshape(8, 8)
     serializer = ShardingCodec(chunk_shape=(4, 4), codecs=[ShardingCodec(chunk_shape=(2, 2), codecs=[BytesCodec()],
                                                                          index_codecs=[BytesCodec()])])
@@ -505,7 +492,7 @@ def test_bad_nested_shard(tmp_path: Path, engines: Callable[[Path], Engine]) -> 
     offset, nbytes = (int(v) for v in outer[0])
     # The first inner shard's own index (its last 64 bytes): point entry 0 past its end.
     corrupt(shard, lambda raw: raw[: offset + nbytes - 64] + struct.pack("<QQ", nbytes, 8) + raw[offset + nbytes - 48:])
-    engine = engines(oracle.store)
+    engine = open_engine(oracle.store)
     assert_error(read_error(engine, "arr", 0, 2), ChunkError, str(oracle.store), "arr/c/0/0")
 
 
@@ -572,10 +559,10 @@ def bomb_store(root: Path, zarr_format: int, compressor: dict[str, Any], payload
 
 @pytest.mark.parametrize("zarr_format", [2, 3])
 @pytest.mark.parametrize("bomb", sorted(BOMBS))
-def test_decompression_bomb(bomb: str, zarr_format: int, tmp_path: Path, engines: Callable[[Path], Engine]) -> None:
+def test_decompression_bomb(bomb: str, zarr_format: int, tmp_path: Path, open_engine: Callable[[Path], Engine]) -> None:
     compressor, make = BOMBS[bomb]
     store = bomb_store(tmp_path, zarr_format, compressor, make())
-    engine = engines(store)
+    engine = open_engine(store)
     reader = engine.reader("victim")
     tracemalloc.start()
     try:
@@ -592,10 +579,10 @@ def test_decompression_bomb(bomb: str, zarr_format: int, tmp_path: Path, engines
 @pytest.mark.parametrize("content", ["arange", "random"])
 @pytest.mark.parametrize("side", [16, 300])
 def test_zstd_without_content_size_decodes(content: str, side: int, tmp_path: Path,
-                                           engines: Callable[[Path], Engine]) -> None:
+                                           open_engine: Callable[[Path], Engine]) -> None:
     """Honest frames without a content size (compressed or raw blocks, one or many) still read."""
     rng = np.random.default_rng(side)
     data = (np.arange(side * side) if content == "arange" else rng.integers(0, 2**31, side * side)).astype("<i4")
     payload = zstd_without_content_size(bytes(numcodecs.Zstd(level=3).encode(data.tobytes())))
     store = bomb_store(tmp_path, 2, {"id": "zstd", "level": 3}, payload, side)
-    assert engines(store).reader("victim").read(0, data.nbytes) == data.tobytes()
+    assert open_engine(store).reader("victim").read(0, data.nbytes) == data.tobytes()

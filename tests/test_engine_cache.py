@@ -15,7 +15,7 @@ import threading
 import time
 import tracemalloc
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -23,7 +23,6 @@ import pytest
 
 from oracles import Oracle, write_zarr
 from zarrfs.engine import Engine
-from zarrfs.options import EngineOptions
 from zarrfs.reader import ReadStream
 
 PIECE = 128 << 10  # what the kernel asks a FUSE file system for at a time
@@ -36,19 +35,6 @@ def big_array(tmp_path_factory: pytest.TempPathFactory) -> Oracle:
     data = np.arange(2048 * 1024, dtype="<f4").reshape(2048, 1024)
     data[:128, 256:512] = 0  # two all-fill chunks, never written
     return write_zarr(tmp_path_factory.mktemp("big"), data, zarr_format=3, chunks=(128, 128), compressors=None)
-
-
-@pytest.fixture
-def engine_with() -> Iterator[Callable[..., Engine]]:
-    opened: list[Engine] = []
-
-    def open_engine(store: Path, cache_bytes: int, **options: object) -> Engine:
-        opened.append(Engine.open(str(store), options=EngineOptions(cache_bytes=cache_bytes, **options)))
-        return opened[-1]
-
-    yield open_engine
-    for engine in opened:
-        engine.close()
 
 
 def count_fetches(engine: Engine, delay: float = 0.0) -> Counter[str]:
@@ -80,8 +66,8 @@ def read_sequentially(read: Callable[[int, int], bytes], nbytes: int, piece: int
 
 @pytest.mark.parametrize("ranges", ["whole", "interleaved"])
 def test_threads_reading_at_once_load_each_chunk_once(ranges: str, big_array: Oracle,
-                                                      engine_with: Callable[..., Engine]) -> None:
-    engine = engine_with(big_array.store, 64 << 20, workers=THREADS)
+                                                      open_engine: Callable[..., Engine]) -> None:
+    engine = open_engine(big_array.store, cache_bytes=64 << 20, workers=THREADS)
     reader = engine.reader(big_array.node)
     fetched = count_fetches(engine, delay=0.002)  # slow fetches: threads really overlap
     want = big_array.expected.tobytes()
@@ -112,7 +98,7 @@ def test_threads_reading_at_once_load_each_chunk_once(ranges: str, big_array: Or
 
 @pytest.mark.parametrize("layout", ["dotted", "legacy-nested"])
 def test_concurrent_loads_of_v2_chunks_with_missing_first_chunk(layout: str, tmp_path: Path,
-                                                                 engine_with: Callable[..., Engine]) -> None:
+                                                                 open_engine: Callable[..., Engine]) -> None:
     """Regression: probing for the pre-2.8 nested key layout ('i/j' keys, no dimension_separator)
     after a missing chunk must not misroute loads running at the same time."""
     data = np.arange(64 * 64, dtype="<i4").reshape(64, 64)
@@ -125,7 +111,7 @@ def test_concurrent_loads_of_v2_chunks_with_missing_first_chunk(layout: str, tmp
         zarray.write_text(zarray.read_text().replace('"dimension_separator": "/",', ""))
         assert "dimension_separator" not in zarray.read_text()
     for _ in range(10):
-        engine = engine_with(oracle.store, 64 << 20, workers=THREADS)
+        engine = open_engine(oracle.store, cache_bytes=64 << 20, workers=THREADS)
         count_fetches(engine, delay=0.001)
         reader = engine.reader(oracle.node)
         assert reader.read(0, data.nbytes) == oracle.expected.tobytes()
@@ -140,13 +126,13 @@ def test_concurrent_loads_of_v2_chunks_with_missing_first_chunk(layout: str, tmp
     ((40, 70, 900), (7, 16, 128), "<f8"),  # 3-D: a band spans two axes
 ])
 def test_sequential_read_loads_each_chunk_once(shape: tuple[int, ...], chunks: tuple[int, ...], dtype: str,
-                                               tmp_path: Path, engine_with: Callable[..., Engine]) -> None:
+                                               tmp_path: Path, open_engine: Callable[..., Engine]) -> None:
     data = np.arange(math.prod(shape), dtype=dtype).reshape(shape)
     oracle = write_zarr(tmp_path, data, zarr_format=3, chunks=chunks, compressors=None)
-    probe = engine_with(oracle.store, 1 << 30).reader(oracle.node)
+    probe = open_engine(oracle.store, cache_bytes=1 << 30).reader(oracle.node)
     budget = probe.band_bytes + 64 * 1024  # one band and a little, far below the array
     assert probe.band_bytes >= PIECE and budget < data.nbytes / 2
-    engine = engine_with(oracle.store, budget)
+    engine = open_engine(oracle.store, cache_bytes=budget)
     reader = engine.reader(oracle.node)
     assert read_sequentially(reader.read, data.nbytes) == data.tobytes()
     assert engine.cache.stats().loads == n_chunks(shape, chunks)
@@ -154,9 +140,9 @@ def test_sequential_read_loads_each_chunk_once(shape: tuple[int, ...], chunks: t
 
 @pytest.mark.parametrize("budget", [1 << 20, 6 << 20])  # one band and a half; room for readahead
 def test_sequential_stream_loads_each_chunk_once(budget: int, big_array: Oracle,
-                                                 engine_with: Callable[..., Engine]) -> None:
+                                                 open_engine: Callable[..., Engine]) -> None:
     """Reads as FUSE makes them (one stream per open file, readahead on), budget below the array."""
-    engine = engine_with(big_array.store, budget)
+    engine = open_engine(big_array.store, cache_bytes=budget)
     reader = engine.reader(big_array.node)
     assert budget < reader.meta.nbytes
     stream = ReadStream()
@@ -165,13 +151,13 @@ def test_sequential_stream_loads_each_chunk_once(budget: int, big_array: Oracle,
     assert engine.cache.stats().loads == n_chunks(reader.meta.shape, reader.meta.chunk_shape)
 
 
-def test_small_budget_is_warned_about(big_array: Oracle, engine_with: Callable[..., Engine],
+def test_small_budget_is_warned_about(big_array: Oracle, open_engine: Callable[..., Engine],
                                       caplog: pytest.LogCaptureFixture) -> None:
     with caplog.at_level(logging.WARNING, logger="zarrfs"):
-        engine_with(big_array.store, 1 << 20).reader(big_array.node)  # a band is 512 KiB: fits
+        open_engine(big_array.store, cache_bytes=1 << 20).reader(big_array.node)  # a band is 512 KiB: fits
     assert not caplog.records
     with caplog.at_level(logging.WARNING, logger="zarrfs"):
-        reader = engine_with(big_array.store, 256 << 10).reader(big_array.node)
+        reader = open_engine(big_array.store, cache_bytes=256 << 10).reader(big_array.node)
     assert reader.band_bytes > 256 << 10
     warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warnings) == 1
@@ -185,13 +171,13 @@ def test_small_budget_is_warned_about(big_array: Oracle, engine_with: Callable[.
 
 @pytest.mark.parametrize("pattern", ["streams", "random"])
 def test_cache_memory_stays_within_budget(pattern: str, big_array: Oracle,
-                                          engine_with: Callable[..., Engine]) -> None:
+                                          open_engine: Callable[..., Engine]) -> None:
     """Many sequential streams, or random reads: what the cache keeps alive stays near its budget.
 
     The budget (10 MiB) holds the whole 8 MiB array, so nothing forces evictions.
     """
     budget = 10 << 20
-    engine = engine_with(big_array.store, budget)
+    engine = open_engine(big_array.store, cache_bytes=budget)
     reader = engine.reader(big_array.node)
     want = big_array.expected.tobytes()
     gc.collect()

@@ -43,9 +43,6 @@ class ServedDir:
     hierarchies: dict[str, HierarchyOracle]
 
 
-EngineAt = Callable[[str], Engine]
-
-
 @dataclass(frozen=True)
 class Served:
     root: Path  # the directory the server serves
@@ -133,27 +130,14 @@ def server(request: pytest.FixtureRequest, served_dir: ServedDir) -> Iterator[Se
         yield Served(served_dir.root, url)
 
 
-@pytest.fixture
-def engine_at() -> Iterator[EngineAt]:
-    opened: list[Engine] = []
-
-    def open_engine(url: str) -> Engine:
-        opened.append(Engine.open(url))
-        return opened[-1]
-
-    yield open_engine
-    for engine in opened:
-        engine.close()
-
-
 def url_of(served: Served, store: Path) -> str:
     return f"{served.url}/{store.relative_to(served.root).as_posix()}"
 
 
 @pytest.mark.parametrize("name", CASES)
-def test_array_over_http(name: str, server: Served, served_dir: ServedDir, engine_at: EngineAt) -> None:
+def test_array_over_http(name: str, server: Served, served_dir: ServedDir, open_engine: Callable[..., Engine]) -> None:
     oracle = served_dir.oracles[name]
-    engine = engine_at(url_of(server, oracle.store))
+    engine = open_engine(url_of(server, oracle.store))
     reader = engine.reader(oracle.node)
     want = np.ascontiguousarray(oracle.expected).astype(reader.meta.dtype).tobytes()
     assert reader.read(0, len(want)) == want
@@ -165,10 +149,10 @@ def test_array_over_http(name: str, server: Served, served_dir: ServedDir, engin
 
 
 @pytest.mark.parametrize("label", ["h2", "h3", "h2c", "h3c"])
-def test_hierarchy_over_http(label: str, server: Served, served_dir: ServedDir, engine_at: EngineAt) -> None:
+def test_hierarchy_over_http(label: str, server: Served, served_dir: ServedDir, open_engine: Callable[..., Engine]) -> None:
     """Listing comes from the server's directory index pages (or consolidated metadata)."""
     oracle = served_dir.hierarchies[label]
-    engine = engine_at(url_of(server, oracle.store))
+    engine = open_engine(url_of(server, oracle.store))
     for path, spec in oracle.nodes.items():
         node = engine.hierarchy.node(path)
         assert isinstance(node, GroupMeta if spec.kind == "group" else ArrayMeta)
@@ -180,17 +164,17 @@ def test_hierarchy_over_http(label: str, server: Served, served_dir: ServedDir, 
             assert reader.read(0, node.nbytes) == spec.expected.astype(node.dtype).tobytes()
 
 
-def test_missing_store_over_http(server: Served, engine_at: EngineAt) -> None:
+def test_missing_store_over_http(server: Served, open_engine: Callable[..., Engine]) -> None:
     with pytest.raises(NotFoundError) as raised:
-        engine_at(f"{server.url}/no/such/store.zarr")
+        open_engine(f"{server.url}/no/such/store.zarr")
     assert "127.0.0.1" in str(raised.value) and "does not exist" in str(raised.value)
     assert raised.value.errno == errno.ENOENT
 
 
-def test_corrupt_chunk_over_http(server: Served, served_dir: ServedDir, engine_at: EngineAt) -> None:
+def test_corrupt_chunk_over_http(server: Served, served_dir: ServedDir, open_engine: Callable[..., Engine]) -> None:
     """A chunk that fails to decode is EIO naming the URL and key, over HTTP too."""
     oracle = served_dir.oracles["zp2-compressor-lzma"]
-    engine = engine_at(url_of(server, oracle.store))
+    engine = open_engine(url_of(server, oracle.store))
     reader = engine.reader(oracle.node)
     chunk = oracle.store / oracle.node / "0.0"
     original = chunk.read_bytes()
@@ -203,10 +187,10 @@ def test_corrupt_chunk_over_http(server: Served, served_dir: ServedDir, engine_a
     assert url_of(server, oracle.store) in str(raised.value) and "arr/0.0" in str(raised.value)
 
 
-def test_sharded_reads_use_range_requests(served_dir: ServedDir, engine_at: EngineAt) -> None:
+def test_sharded_reads_use_range_requests(served_dir: ServedDir, open_engine: Callable[..., Engine]) -> None:
     oracle = served_dir.oracles["zp3-sharding-end"]
     for url in _range_server(served_dir.root):
         before = RangeHandler.partial_responses
-        reader = engine_at(f"{url}/zp3-sharding-end/store.zarr").reader(oracle.node)
+        reader = open_engine(f"{url}/zp3-sharding-end/store.zarr").reader(oracle.node)
         assert reader.read(32, 40) == oracle.expected[0, 4].tobytes()  # in inner chunk (0, 1): stored
         assert RangeHandler.partial_responses - before == 2  # the shard index, then one inner chunk

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -27,24 +27,9 @@ ARRAYS = [entry for entry in MANIFEST if entry["kind"] == "array"]
 GROUPS = [entry for entry in MANIFEST if entry["kind"] == "group"]
 LENIENT = {(entry["store"], entry["node"]) for entry in ARRAYS if entry.get("lenient")}
 
-EngineFor = Callable[[dict[str, Any]], Engine]
-
 
 def entry_id(entry: dict[str, Any]) -> str:
     return f"{entry['store']}:/{entry['node']}"
-
-
-@pytest.fixture
-def engine_for() -> Iterator[EngineFor]:
-    opened: list[Engine] = []
-
-    def open_engine(entry: dict[str, Any]) -> Engine:
-        opened.append(Engine.open(str(LEGACY / entry["store"])))
-        return opened[-1]
-
-    yield open_engine
-    for engine in opened:
-        engine.close()
 
 
 def test_manifest_covers_every_format() -> None:
@@ -53,8 +38,8 @@ def test_manifest_covers_every_format() -> None:
 
 
 @pytest.mark.parametrize("entry", ARRAYS, ids=entry_id)
-def test_legacy_array(entry: dict[str, Any], engine_for: EngineFor) -> None:
-    engine = engine_for(entry)
+def test_legacy_array(entry: dict[str, Any], open_engine: Callable[..., Engine]) -> None:
+    engine = open_engine(LEGACY / entry["store"])
     assert engine.hierarchy.zarr_format == entry["format"]
     expected = np.load(LEGACY / entry["expected"])
     try:
@@ -76,8 +61,8 @@ def test_legacy_array(entry: dict[str, Any], engine_for: EngineFor) -> None:
 
 
 @pytest.mark.parametrize("entry", GROUPS, ids=entry_id)
-def test_legacy_group(entry: dict[str, Any], engine_for: EngineFor) -> None:
-    engine = engine_for(entry)
+def test_legacy_group(entry: dict[str, Any], open_engine: Callable[..., Engine]) -> None:
+    engine = open_engine(LEGACY / entry["store"])
     assert engine.hierarchy.zarr_format == entry["format"]
     assert isinstance(engine.hierarchy.node(entry["node"]), GroupMeta)
     children = engine.hierarchy.children(entry["node"])

@@ -35,19 +35,6 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Oracle]:
     return get
 
 
-@pytest.fixture
-def engine_for() -> Iterator[Callable[[Path], Engine]]:
-    engines: list[Engine] = []
-
-    def open_engine(store: Path) -> Engine:
-        engines.append(Engine.open(str(store)))
-        return engines[-1]
-
-    yield open_engine
-    for engine in engines:
-        engine.close()
-
-
 def expected_bytes(expected: np.ndarray, meta: ArrayMeta) -> bytes:
     return np.ascontiguousarray(expected).astype(meta.dtype).tobytes()
 
@@ -62,9 +49,9 @@ def random_ranges(nbytes: int, seed: int, count: int) -> Iterator[tuple[int, int
 
 
 @pytest.mark.parametrize("name", sorted(ORACLES))
-def test_full_read(name: str, built: Callable[[str], Oracle], engine_for: Callable[[Path], Engine]) -> None:
+def test_full_read(name: str, built: Callable[[str], Oracle], open_engine: Callable[[Path], Engine]) -> None:
     oracle = built(name)
-    reader = engine_for(oracle.store).reader(oracle.node)
+    reader = open_engine(oracle.store).reader(oracle.node)
     meta = reader.meta
     assert meta.shape == oracle.expected.shape
     assert np.can_cast(oracle.expected.dtype, meta.dtype, "equiv"), (oracle.expected.dtype, meta.dtype)
@@ -76,9 +63,9 @@ def test_full_read(name: str, built: Callable[[str], Oracle], engine_for: Callab
 
 
 @pytest.mark.parametrize("name", sorted(ORACLES))
-def test_random_ranges(name: str, built: Callable[[str], Oracle], engine_for: Callable[[Path], Engine]) -> None:
+def test_random_ranges(name: str, built: Callable[[str], Oracle], open_engine: Callable[[Path], Engine]) -> None:
     oracle = built(name)
-    reader = engine_for(oracle.store).reader(oracle.node)
+    reader = open_engine(oracle.store).reader(oracle.node)
     want = expected_bytes(oracle.expected, reader.meta)
     for start, stop in random_ranges(len(want), zlib.crc32(name.encode()), RANDOM_RANGES):
         assert reader.read(start, stop) == want[start:stop], (start, stop)
@@ -103,8 +90,8 @@ def hierarchy_oracle(request: pytest.FixtureRequest, tmp_path_factory: pytest.Te
     return oracle
 
 
-def test_hierarchy_nodes(hierarchy_oracle: HierarchyOracle, engine_for: Callable[[Path], Engine]) -> None:
-    engine = engine_for(hierarchy_oracle.store)
+def test_hierarchy_nodes(hierarchy_oracle: HierarchyOracle, open_engine: Callable[[Path], Engine]) -> None:
+    engine = open_engine(hierarchy_oracle.store)
     for path, spec in hierarchy_oracle.nodes.items():
         node = engine.hierarchy.node(path)
         assert isinstance(node, GroupMeta if spec.kind == "group" else ArrayMeta), path
@@ -116,8 +103,8 @@ def test_hierarchy_nodes(hierarchy_oracle: HierarchyOracle, engine_for: Callable
             assert reader.read(0, node.nbytes) == expected_bytes(spec.expected, node), path
 
 
-def test_hierarchy_children(hierarchy_oracle: HierarchyOracle, engine_for: Callable[[Path], Engine]) -> None:
-    engine = engine_for(hierarchy_oracle.store)
+def test_hierarchy_children(hierarchy_oracle: HierarchyOracle, open_engine: Callable[[Path], Engine]) -> None:
+    engine = open_engine(hierarchy_oracle.store)
     for path, spec in hierarchy_oracle.nodes.items():
         if spec.kind != "group":
             continue
@@ -130,20 +117,20 @@ def test_hierarchy_children(hierarchy_oracle: HierarchyOracle, engine_for: Calla
             assert isinstance(child.node, GroupMeta if expected_kind == "group" else ArrayMeta)
 
 
-def test_hierarchy_format(hierarchy_oracle: HierarchyOracle, engine_for: Callable[[Path], Engine]) -> None:
-    engine = engine_for(hierarchy_oracle.store)
+def test_hierarchy_format(hierarchy_oracle: HierarchyOracle, open_engine: Callable[[Path], Engine]) -> None:
+    engine = open_engine(hierarchy_oracle.store)
     expected = "3" if (hierarchy_oracle.store / "zarr.json").exists() else "2"
     assert engine.hierarchy.zarr_format == expected
 
 
 @pytest.mark.parametrize("zarr_format", [2, 3])
 def test_consolidated_metadata_is_used(zarr_format: int, tmp_path: Path,
-                                       engine_for: Callable[[Path], Engine]) -> None:
+                                       open_engine: Callable[[Path], Engine]) -> None:
     """With consolidated metadata, nodes resolve even when their own documents are gone."""
     oracle = write_hierarchy(tmp_path, zarr_format, consolidated=True)
     doc = "zarr.json" if zarr_format == 3 else ".zarray"
     (oracle.store / "obs" / "deeper" / "counts" / doc).unlink()
-    engine = engine_for(oracle.store)
+    engine = open_engine(oracle.store)
     assert [c.name for c in engine.hierarchy.children("obs/deeper")] == ["counts"]
     spec = oracle.nodes["obs/deeper/counts"]
     reader = engine.reader("obs/deeper/counts")
