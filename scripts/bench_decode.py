@@ -27,7 +27,7 @@ def decoded_gbps(codec: numcodecs.abc.Codec, blobs: list[bytes], threads: int, r
     for _ in range(repeat):
         start = time.perf_counter()
         with ThreadPoolExecutor(threads) as pool:
-            nbytes = sum(len(memoryview(chunk).cast("B")) for chunk in pool.map(codec.decode, blobs))
+            nbytes = sum(memoryview(chunk).nbytes for chunk in pool.map(codec.decode, blobs))
         best = min(best, time.perf_counter() - start)
     return nbytes / best / 1e9
 
