@@ -135,6 +135,8 @@ class ChunkCache:
                 elif not prefetch and key in self._queued:
                     task = self._queued.pop(key)
                     promote[id(task)] = task
+            if not to_start and not promote:  # all cached or loading: the common case of a small read
+                return values, pending
             tasks = [(self._task(group, loader, batch, size_hint), group) for group in self._groups(to_start, batch)]
             if prefetch:
                 self._queued.update((key, task) for task, group in tasks for key, _ in group)

@@ -43,6 +43,8 @@ _MAX_REPORTED = 10_000
 
 
 def _errno_boundary(method: F) -> F:
+    call = method.__name__.removesuffix("_into")  # log lines name the system call: "read", not "read_into"
+
     @functools.wraps(method)
     def wrapper(self: ZarrOperations, *args: Any) -> Any:
         try:
@@ -51,10 +53,10 @@ def _errno_boundary(method: F) -> F:
             raise
         except ZarrfsError as exc:
             if exc.errno not in _QUIET_ERRNOS:
-                self.report_once(f"{method.__name__} {args[0] if args else ''}", exc)
+                self.report_once(f"{call} {args[0] if args else ''}", exc)
             raise mfusepy.FuseOSError(exc.errno) from exc
         except Exception:
-            log.exception("%s %s: unexpected error", method.__name__, args[0] if args else "")
+            log.exception("%s %s: unexpected error", call, args[0] if args else "")
             raise mfusepy.FuseOSError(errno.EIO) from None
 
     return wrapper  # type: ignore[return-value]
@@ -173,21 +175,22 @@ class ZarrOperations(mfusepy.Operations):
         fi.keep_cache = 0 if fi.direct_io else 1  # immutable: pages cached by an earlier open stay valid
         return 0
 
-    @_errno_boundary
     def read(self, path: str, size: int, offset: int, fi: Any) -> bytes:
+        out = np.empty(size, np.uint8)
+        return out[:self.read_into(path, out, offset, fi)].tobytes()
+
+    @_errno_boundary
+    def read_into(self, path: str, out: np.ndarray, offset: int, fi: Any) -> int:
+        """Write up to `len(out)` bytes of the file at `offset` into `out`; return how many."""
         open_file = self._handles.get(fi.fh)
         if open_file is None:
             raise mfusepy.FuseOSError(errno.EBADF)
         reader = open_file.reader
         if reader is None:
-            return open_file.entry.layout.read(offset, size, _no_region)
-        data = open_file.entry.layout.read(
-            offset, size, lambda start, stop: reader.read_buffer(start, stop, open_file.stream))
-        if isinstance(data, np.ndarray):
-            # mfusepy memmoves the reply into libfuse's buffer: a ctypes view of the
-            # window avoids building a bytes copy of up to 1 MiB per read first.
-            return (ctypes.c_char * data.nbytes).from_buffer(data)
-        return data
+            return open_file.entry.layout.read_into(offset, out, _no_region)
+        stream = open_file.stream
+        return open_file.entry.layout.read_into(
+            offset, out, lambda start, stop, target: reader.read_into(start, stop, target, stream))
 
     @_errno_boundary
     def release(self, path: str, fi: Any) -> int:
@@ -204,5 +207,19 @@ class ZarrOperations(mfusepy.Operations):
     chmod = chown = setxattr = removexattr = symlink = link = utimens = mknod = _read_only
 
 
-def _no_region(start: int, stop: int) -> bytes:
+def _no_region(start: int, stop: int, target: np.ndarray) -> None:
     raise AssertionError("metadata-only files have no element region")
+
+
+class ReplyBufferFUSE(mfusepy.FUSE):
+    """mfusepy, with reads written straight into libfuse's reply buffer.
+
+    mfusepy's own `read` takes the `bytes` an operation returns and memmoves
+    them into the buffer libfuse will send: one more 1 MiB copy per request
+    than needed. Here the operations' `read_into` fills that buffer itself.
+    """
+
+    def read(self, path: bytes | None, buf: Any, size: int, offset: int, fip: Any) -> int:
+        out = np.frombuffer((ctypes.c_char * size).from_address(ctypes.addressof(buf.contents)), np.uint8)
+        name = None if path is None else path.decode(self.encoding, self.errors)
+        return self.operations.read_into(name, out, offset, fip.contents)

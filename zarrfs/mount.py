@@ -179,7 +179,7 @@ def serve(options: MountOptions, report: Callable[[str], None] | None = None) ->
         check_mountpoint(options.mountpoint)  # again: another mount may have won before the claim
         mfusepy = load_fuse_binding()
         from .engine import Engine
-        from .fuseops import ZarrOperations
+        from .fuseops import ReplyBufferFUSE, ZarrOperations
         from .tree import VirtualTree, source_name
 
         engine = Engine.open(options.source, options.storage_options, options.engine)
@@ -236,7 +236,7 @@ def serve(options: MountOptions, report: Callable[[str], None] | None = None) ->
     # stopper bounds how long that may take.
     stopper.prepare()
     try:
-        mfusepy.FUSE(operations, mountpoint, foreground=True, raw_fi=True, **fuse_kwargs)
+        ReplyBufferFUSE(operations, mountpoint, foreground=True, raw_fi=True, **fuse_kwargs)
     except RuntimeError as exc:
         # libfuse's loop reports the signal that ended it as an error; after a
         # successful mount that is the normal way to stop (SIGTERM, SIGINT).

@@ -107,54 +107,75 @@ class ArrayReader:
 
     def read(self, start: int, stop: int, stream: ReadStream | None = None) -> bytes:
         """Bytes [start, stop) of the C-order element stream (fewer at the end)."""
-        data = self.read_buffer(start, stop, stream)
-        return data if isinstance(data, bytes) else data.tobytes()
+        out = np.empty(max(0, min(stop, self.nbytes) - start), np.uint8)
+        return out[:self.read_into(start, stop, out, stream)].tobytes()
 
-    def read_buffer(self, start: int, stop: int, stream: ReadStream | None = None) -> bytes | np.ndarray:
-        """As `read`, but a sequential stream gets a uint8 view of its assembled window.
+    def read_into(self, start: int, stop: int, out: np.ndarray, stream: ReadStream | None = None) -> int:
+        """As `read`, written into the uint8 array `out`; returns the byte count.
 
-        The FUSE layer hands such a view to libfuse without copying it into a
-        `bytes` first; the view keeps the window alive, so eviction is safe.
+        The FUSE layer passes libfuse's reply buffer as `out`, so chunk bytes
+        are gathered straight into the reply with no copy in between.
         """
         stop = min(stop, self.nbytes)
         if start >= stop:
-            return b""
-        if stream is None:
-            return self._read_exact(start, stop)
-        self._track(stream, start, stop)
-        if not stream.sequential or stop - start >= self.window_bytes:  # a window would not pay
-            return self._read_exact(start, stop)
-        window_key = ("window", self._key_prefix, stream.token)
-        window = self.cache.peek(window_key)
-        if window is None or not (window[0] <= start and stop <= window[0] + len(window[1])):
-            window_stop = min(self.nbytes, max(stop, start + self.window_bytes))
-            try:
-                window = (start, self._assemble(start, window_stop))
-            except ZarrfsError:
-                # A bad chunk beyond what was asked must not fail this read.
-                return self._read_exact(start, stop)
-            self.cache.put(window_key, window)
-        base, data = window
-        return data[start - base:stop - base]
+            return 0
+        size = stop - start
+        if stream is not None:
+            self._track(stream, start, stop)
+            if stream.sequential and size < self.window_bytes:  # a window pays for small reads
+                window = self._window(stream, start, stop)
+                if window is not None:
+                    base, data = window
+                    out[:size] = data[start - base:stop - base]
+                    return size
+        self._fill_bytes(start, stop, out if len(out) == size else out[:size])
+        return size
 
     # -------------------------------------------------------------- internal
 
-    def _read_exact(self, start: int, stop: int) -> bytes | np.ndarray:
-        """Bytes [start, stop), with a fast path for ranges inside one row of the last axis.
+    def _window(self, stream: ReadStream, start: int, stop: int) -> tuple[int, np.ndarray] | None:
+        """The stream's assembled window holding [start, stop), built if need be (None if that fails)."""
+        window_key = ("window", self._key_prefix, stream.token)
+        window = self.cache.peek(window_key)
+        if window is not None and window[0] <= start and stop <= window[0] + len(window[1]):
+            return window
+        window_stop = min(self.nbytes, max(stop, start + self.window_bytes))
+        data = np.empty(window_stop - start, np.uint8)
+        try:
+            self._fill_bytes(start, window_stop, data)
+        except ZarrfsError:
+            return None  # a bad chunk beyond what was asked must not fail this read
+        self.cache.put(window_key, (start, data))
+        return start, data
 
-        Random small reads (a 4 KiB pread) are nearly always inside one row: then
-        the bytes are slices of at most a few chunk rows, joined, with no box
-        decomposition and no intermediate array.
+    def _fill_bytes(self, start: int, stop: int, out: np.ndarray) -> None:
+        """Write bytes [start, stop) into `out` (uint8, exactly that long).
+
+        Whole elements are written through a typed view of `out`; a range that
+        starts or ends inside an element goes through a small typed array.
         """
         itemsize = self.itemsize
-        first = start // itemsize
+        first, skip = divmod(start, itemsize)
         last = -(-stop // itemsize)
-        if self.meta.ndim == 0:
-            return self._assemble(start, stop)
+        if skip == 0 and stop % itemsize == 0:
+            self._fill_elements(first, last, out.view(self.meta.dtype))
+            return
+        elements = np.empty(last - first, self.meta.dtype)
+        self._fill_elements(first, last, elements)
+        out[:] = elements.view(np.uint8)[skip:skip + len(out)]
+
+    def _fill_elements(self, first: int, last: int, target: np.ndarray) -> None:
+        """Write C-order elements [first, last) into the 1-D array `target`.
+
+        Random small reads (a 4 KiB pread) nearly always stay inside one row of
+        the last axis: then the elements are slices of at most a few chunk rows,
+        with no box decomposition.
+        """
         width = self._width
         row, column = divmod(first, width)
-        if last - row * width > width:  # crosses into the next row
-            return self._assemble(start, stop)
+        if self.meta.ndim == 0 or last - row * width > width:  # crosses into the next row
+            self._fill_boxes(first, last, target)
+            return
         lead: list[int] = []
         within: list[int] = []
         for size, unit in self._lead_shape_reversed:
@@ -166,23 +187,37 @@ class ArrayReader:
         column_stop = column + (last - first)
         step = self._step
         coords = [(*lead, c) for c in range(column // step, (column_stop - 1) // step + 1)]
-        keys = [self._key(c) for c in coords]
+        prefix = self._key_prefix
+        keys = [(prefix, c) for c in coords]
         values, pending = self.cache.get_many(keys, self._load, size_hint=self.unit_nbytes, batch=self._batch)
         if pending:
             self._wait(pending, values)
-        parts = []
+        position = 0
         for coord, key in zip(coords, keys, strict=True):
             base = coord[-1] * step
             lo = max(column, base) - base
             hi = min(column_stop, base + step) - base
             chunk = values[key]
             if chunk is None:
-                parts.append(np.full(hi - lo, self.meta.fill_value, self.meta.dtype).tobytes())
+                target[position:position + hi - lo] = self.meta.fill_value
             else:
-                parts.append(chunk[within_index][lo:hi].tobytes())
-        data = parts[0] if len(parts) == 1 else b"".join(parts)
-        skip = start - first * itemsize
-        return data[skip:skip + (stop - start)] if skip or len(data) != stop - start else data
+                target[position:position + hi - lo] = chunk[within_index][lo:hi]
+            position += hi - lo
+
+    def _fill_boxes(self, first: int, last: int, target: np.ndarray) -> None:
+        """As `_fill_elements`, for any range: box by box, from the chunks each box crosses."""
+        boxes = linear_boxes(first, last, self.meta.shape)
+        coords = dict.fromkeys(c for box in boxes for c in self._units(box))
+        values, pending = self.cache.get_many([self._key(c) for c in coords], self._load,
+                                              size_hint=self.unit_nbytes, batch=self._batch)
+        if pending:
+            self._wait(pending, values)
+        position = 0
+        for box in boxes:
+            box_shape = tuple(b - a for a, b in zip(*box, strict=True))
+            size = math.prod(box_shape)
+            self._fill_box(target[position:position + size].reshape(box_shape), box, values)
+            position += size
 
     def _wait(self, pending: dict, values: dict) -> None:
         _, late = wait(pending.values(), timeout=self.timeout)
@@ -190,26 +225,6 @@ class ArrayReader:
             raise StoreTimeoutError(f"array /{self.meta.path}: chunks not loaded within {self.timeout:.0f} s")
         for key, future in pending.items():
             values[key] = future.result()  # raises the load's error, if any
-
-    def _assemble(self, start: int, stop: int) -> np.ndarray:
-        """Bytes [start, stop) as a uint8 array, from the chunks that hold them."""
-        first = start // self.itemsize
-        last = -(-stop // self.itemsize)
-        boxes = linear_boxes(first, last, self.meta.shape)
-        coords = dict.fromkeys(c for box in boxes for c in self._units(box))
-        values, pending = self.cache.get_many([self._key(c) for c in coords], self._load,
-                                              size_hint=self.unit_nbytes, batch=self._batch)
-        if pending:
-            self._wait(pending, values)
-        out = np.empty(last - first, self.meta.dtype)
-        position = 0
-        for box in boxes:
-            box_shape = tuple(b - a for a, b in zip(*box, strict=True))
-            size = math.prod(box_shape)
-            self._fill_box(out[position:position + size].reshape(box_shape), box, values)
-            position += size
-        skip = start - first * self.itemsize
-        return out.view(np.uint8)[skip:skip + (stop - start)]
 
     def _key(self, coords: tuple[int, ...]) -> tuple:
         return (self._key_prefix, coords)

@@ -6,6 +6,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 
 @dataclass(frozen=True)
 class Layout:
@@ -24,24 +26,31 @@ class Layout:
     def size(self) -> int:
         return len(self.header) + self.data_nbytes + len(self.trailer)
 
-    def read(self, offset: int, size: int, read_region: Callable[[int, int], Any]) -> Any:
-        """Bytes [offset, offset + size) of the file; `read_region(start, stop)` serves the element region.
+    def read_into(self, offset: int, out: np.ndarray, read_region: Callable[[int, int, np.ndarray], Any]) -> int:
+        """Write bytes [offset, offset + len(out)) of the file into `out`; return how many there were.
 
-        Inside the region the region reader's own buffer is returned as is;
-        across a boundary the parts are joined into `bytes`.
+        `read_region(start, stop, target)` writes the element region's bytes
+        [start, stop) into the uint8 array `target`.
         """
         header_end = len(self.header)
         region_end = header_end + self.data_nbytes
-        end = min(offset + size, self.size)
+        end = min(offset + len(out), self.size)
         if offset >= end:
-            return b""
+            return 0
         if header_end <= offset and end <= region_end:  # the common case: inside the region
-            return read_region(offset - header_end, end - header_end)
-        parts = []
+            read_region(offset - header_end, end - header_end, out if end - offset == len(out) else out[:end - offset])
+            return end - offset
         if offset < header_end:
-            parts.append(self.header[offset:min(end, header_end)])
+            _copy_part(self.header, offset, min(end, header_end), out)
         if offset < region_end and end > header_end:
-            parts.append(read_region(max(offset, header_end) - header_end, min(end, region_end) - header_end))
+            start = max(offset, header_end)
+            stop = min(end, region_end)
+            read_region(start - header_end, stop - header_end, out[start - offset:stop - offset])
         if end > region_end:
-            parts.append(self.trailer[max(offset, region_end) - region_end:end - region_end])
-        return b"".join(parts)
+            start = max(offset, region_end)
+            _copy_part(self.trailer, start - region_end, end - region_end, out[start - offset:])
+        return end - offset
+
+
+def _copy_part(part: bytes, start: int, stop: int, out: np.ndarray) -> None:
+    out[:stop - start] = np.frombuffer(part, np.uint8, stop - start, start)
