@@ -31,10 +31,14 @@ THREADS = 8
 
 @pytest.fixture(scope="module")
 def big_array(tmp_path_factory: pytest.TempPathFactory) -> Oracle:
-    """8 MiB of float32, 128x128 chunks (64 KiB), some of them missing: a band is 8 chunks = 512 KiB."""
+    """8 MiB of float32, 128x128 chunks (64 KiB), some of them missing: a band is 8 chunks = 512 KiB.
+
+    Compressed (zarr-python's default zstd), so that reads go through decoding
+    and the cache: uncompressed local chunks are read straight from their files.
+    """
     data = np.arange(2048 * 1024, dtype="<f4").reshape(2048, 1024)
     data[:128, 256:512] = 0  # two all-fill chunks, never written
-    return write_zarr(tmp_path_factory.mktemp("big"), data, zarr_format=3, chunks=(128, 128), compressors=None)
+    return write_zarr(tmp_path_factory.mktemp("big"), data, zarr_format=3, chunks=(128, 128))
 
 
 def count_fetches(engine: Engine, delay: float = 0.0) -> Counter[str]:
@@ -128,7 +132,7 @@ def test_concurrent_loads_of_v2_chunks_with_missing_first_chunk(layout: str, tmp
 def test_sequential_read_loads_each_chunk_once(shape: tuple[int, ...], chunks: tuple[int, ...], dtype: str,
                                                tmp_path: Path, open_engine: Callable[..., Engine]) -> None:
     data = np.arange(math.prod(shape), dtype=dtype).reshape(shape)
-    oracle = write_zarr(tmp_path, data, zarr_format=3, chunks=chunks, compressors=None)
+    oracle = write_zarr(tmp_path, data, zarr_format=3, chunks=chunks)  # compressed: decoded via the cache
     probe = open_engine(oracle.store, cache_bytes=1 << 30).reader(oracle.node)
     budget = probe.band_bytes + 64 * 1024  # one band and a little, far below the array
     assert probe.band_bytes >= PIECE and budget < data.nbytes / 2

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import threading
 from collections.abc import Hashable, Iterator
 from contextlib import AbstractContextManager, nullcontext
@@ -47,12 +48,15 @@ COALESCE_MAX = 16 << 20
 class ChunkSource(Protocol):
     meta: ArrayMeta
     read_shape: tuple[int, ...]
+    plain_local_files: bool  # `raw_file` may name files to read instead of decoding
 
     def load(self, coords: Coords) -> np.ndarray | None: ...
 
     def group(self, coords: Coords) -> Hashable | None: ...
 
     def load_many(self, coords: list[Coords]) -> Iterator[tuple[Coords, Outcome]]: ...
+
+    def raw_file(self, coords: Coords) -> str | None: ...
 
 
 DecodeSlots = threading.Semaphore | AbstractContextManager
@@ -101,6 +105,31 @@ class PlainChunkSource:
         # until a chunk is found either way. Loads run on many threads at once,
         # so the layout only ever changes from unknown to known.
         self._nested: bool | None = None if meta.zarr_format == "2" and meta.ndim > 1 else False
+        stores_plain = getattr(meta.codec, "stores_plain_elements", None)
+        self.plain_local_files = meta.ndim > 0 and store.local_path("") is not None \
+            and stores_plain is not None and stores_plain(meta.dtype)
+
+    def raw_file(self, coords: Coords) -> str | None:
+        """The local file that holds chunk `coords` as its plain C-order elements, if the array stores them so.
+
+        None for compressed or filtered arrays, remote stores, and while the
+        key layout is still being probed.
+        """
+        if not self.plain_local_files:
+            return None
+        layout = self._nested if self._nested is not None else self._probe_local_layout(coords)
+        if layout is None:
+            return None
+        return self.store.local_path(self._nested_key(coords) if layout else self.meta.chunk_key(coords))
+
+    def _probe_local_layout(self, coords: Coords) -> bool | None:
+        """Settle the key layout by looking for this chunk's file under either key (None: under neither)."""
+        for nested, key in ((False, self.meta.chunk_key(coords)), (True, self._nested_key(coords))):
+            path = self.store.local_path(key)
+            if path is not None and os.path.isfile(path):
+                self._nested = nested
+                return nested
+        return None
 
     def _nested_key(self, coords: tuple[int, ...]) -> str:
         prefix, _, name = self.meta.chunk_key(coords).rpartition("/")
@@ -170,11 +199,15 @@ class ShardedChunkSource:
         self.sharding = sharding
         self.cache = cache
         self.read_shape = sharding.chunk_shape
+        self.plain_local_files = False
         self.chunks_per_shard = sharding.chunks_per_shard(meta.chunk_shape)
         self._index_key_prefix: Hashable = ("shard-index", new_token())
 
     def group(self, coords: Coords) -> Hashable | None:
         return self._shard(coords)
+
+    def raw_file(self, coords: Coords) -> str | None:
+        return None  # inner chunks sit at offsets only the shard index knows: always decoded
 
     def load(self, coords: Coords) -> np.ndarray | None:
         for _, outcome in self.load_many([coords]):

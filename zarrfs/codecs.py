@@ -200,6 +200,10 @@ class V2ChunkCodec:
             raise ChunkError(f"cannot decode: {type(exc).__name__}: {exc}") from exc
         return view_as_chunk(buf, shape, dtype, self.order)
 
+    def stores_plain_elements(self, dtype: np.dtype) -> bool:
+        """Whether a stored chunk is exactly its C-order elements as `dtype` (decoding is a copy)."""
+        return self.compressor is None and not self.filters and self.order == "C" and not dtype.hasobject
+
     def describe(self) -> list[dict[str, Any]]:
         configs = [c.get_config() for c in self.filters]
         if self.compressor is not None:
@@ -320,6 +324,17 @@ class V3ChunkCodec:
         ):
             array = codec.decode(array, rep_shape, rep_dtype)
         return array
+
+    def stores_plain_elements(self, dtype: np.dtype) -> bool:
+        """Whether a stored chunk is exactly its C-order elements as `dtype` (decoding is a copy)."""
+        if self.array_codecs or self.bytes_codecs or not isinstance(self.array_bytes, BytesCodec) \
+                or dtype.hasobject:
+            return False
+        if self.array_bytes.endian is None:
+            return True
+        from .metadata.dtypes import with_byte_order
+
+        return with_byte_order(dtype, "<" if self.array_bytes.endian == "little" else ">") == dtype
 
     def describe(self) -> list[dict[str, Any]]:
         return (

@@ -7,6 +7,7 @@ from typing import Any
 
 from .cache import ChunkCache
 from .chunks import make_source
+from .direct import ChunkFiles
 from .errors import NotFoundError
 from .hierarchy import Hierarchy
 from .metadata.model import ArrayMeta
@@ -29,6 +30,7 @@ class Engine:
         self.cache = ChunkCache(self.options.cache_bytes, pool_size(self.options, store))
         # The pool may be larger than `workers` (threads waiting on requests); decoding stays at `workers`.
         self._decode_slots = threading.BoundedSemaphore(self.options.workers)
+        self.files = ChunkFiles()
         self._readers: dict[str, ArrayReader] = {}
         self._lock = threading.Lock()
 
@@ -50,7 +52,7 @@ class Engine:
             return found
         reader = ArrayReader(make_source(self.store, meta, self.cache, self._decode_slots), self.cache,
                              timeout=max(self.options.read_timeout, self.options.store.worst_case_seconds()),
-                             readahead_max=None if self.options.readahead else 0)
+                             readahead_max=None if self.options.readahead else 0, files=self.files)
         with self._lock:
             found = self._readers.get(path)
             if found is not None and found.meta is meta:
@@ -63,7 +65,9 @@ class Engine:
         return {"cache": {"budget_bytes": self.cache.budget_bytes, **self.cache.stats().as_dict()},
                 "store": {"source": self.store.display_name, **self.store.stats.as_dict()},
                 "metadata": self.hierarchy.stats(),
+                "raw_chunk_reads": self.files.stats(),
                 "arrays_open": len(self._readers)}
 
     def close(self) -> None:
         self.cache.close()
+        self.files.close()

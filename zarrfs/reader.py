@@ -19,12 +19,16 @@ import numpy as np
 
 from .cache import Batch, ChunkCache, new_token
 from .chunks import ChunkSource, band_nbytes
+from .direct import ChunkFiles
 from .errors import StoreTimeoutError, ZarrfsError
 from .metadata.model import ArrayMeta
 
 log = logging.getLogger(__name__)
 
 Box = tuple[tuple[int, ...], tuple[int, ...]]  # (start, stop) per dimension
+# A block of one read unit and where it goes: (unit coords, block in the unit,
+# destination array, block in the destination).
+Block = tuple[tuple[int, ...], tuple[slice, ...], np.ndarray, tuple[slice, ...]]
 
 
 def linear_boxes(first: int, last: int, shape: tuple[int, ...]) -> list[Box]:
@@ -71,8 +75,10 @@ class ReadStream:
 
 class ArrayReader:
     def __init__(self, source: ChunkSource, cache: ChunkCache, *, timeout: float = 300.0,
-                 readahead_max: int | None = None) -> None:
+                 readahead_max: int | None = None, files: ChunkFiles | None = None) -> None:
         self.source = source
+        # Plain chunks in local files are read from the files, not decoded into the cache.
+        self._files = files if source.plain_local_files else None
         self.meta: ArrayMeta = source.meta
         self.cache = cache
         self.timeout = timeout
@@ -187,6 +193,17 @@ class ArrayReader:
         column_stop = column + (last - first)
         step = self._step
         coords = [(*lead, c) for c in range(column // step, (column_stop - 1) // step + 1)]
+        if self._files is not None:
+            rows = tuple(slice(i, i + 1) for i in within_index)
+            blocks = []
+            for coord in coords:
+                base = coord[-1] * step
+                lo = max(column, base) - base
+                hi = min(column_stop, base + step) - base
+                position = base + lo - column
+                blocks.append((coord, (*rows, slice(lo, hi)), target, (slice(position, position + hi - lo),)))
+            self._fill_blocks(blocks)
+            return
         prefix = self._key_prefix
         keys = [(prefix, c) for c in coords]
         values, pending = self.cache.get_many(keys, self._load, size_hint=self.unit_nbytes, batch=self._batch)
@@ -205,19 +222,48 @@ class ArrayReader:
             position += hi - lo
 
     def _fill_boxes(self, first: int, last: int, target: np.ndarray) -> None:
-        """As `_fill_elements`, for any range: box by box, from the chunks each box crosses."""
-        boxes = linear_boxes(first, last, self.meta.shape)
-        coords = dict.fromkeys(c for box in boxes for c in self._units(box))
-        values, pending = self.cache.get_many([self._key(c) for c in coords], self._load,
-                                              size_hint=self.unit_nbytes, batch=self._batch)
+        """As `_fill_elements`, for any range: box by box, from the units each box crosses."""
+        blocks: list[Block] = []
+        position = 0
+        for lo, hi in linear_boxes(first, last, self.meta.shape):
+            box_shape = tuple(b - a for a, b in zip(lo, hi, strict=True))
+            size = math.prod(box_shape)
+            view = target[position:position + size].reshape(box_shape)
+            for coords in self._units((lo, hi)):
+                src: list[slice] = []
+                dst: list[slice] = []
+                for c, unit, a, b in zip(coords, self.read_shape, lo, hi, strict=True):
+                    begin = max(a, c * unit)
+                    end = min(b, (c + 1) * unit)
+                    src.append(slice(begin - c * unit, end - c * unit))
+                    dst.append(slice(begin - a, end - a))
+                blocks.append((coords, tuple(src), view, tuple(dst)))
+            position += size
+        self._fill_blocks(blocks)
+
+    def _fill_blocks(self, blocks: list[Block]) -> None:
+        """Copy each block of a unit into place: read raw from its file when stored plain, else decoded."""
+        if self._files is not None:
+            blocks = [block for block in blocks if not self._read_raw(*block)]
+            if not blocks:
+                return
+        prefix = self._key_prefix
+        keys = list(dict.fromkeys((prefix, block[0]) for block in blocks))
+        values, pending = self.cache.get_many(keys, self._load, size_hint=self.unit_nbytes, batch=self._batch)
         if pending:
             self._wait(pending, values)
-        position = 0
-        for box in boxes:
-            box_shape = tuple(b - a for a, b in zip(*box, strict=True))
-            size = math.prod(box_shape)
-            self._fill_box(target[position:position + size].reshape(box_shape), box, values)
-            position += size
+        for coords, src, view, dst in blocks:
+            chunk = values[(prefix, coords)]
+            if chunk is None:
+                view[dst] = self.meta.fill_value
+            else:
+                view[dst] = chunk[src]
+
+    def _read_raw(self, coords: tuple[int, ...], src: tuple[slice, ...], view: np.ndarray,
+                  dst: tuple[slice, ...]) -> bool:
+        assert self._files is not None
+        path = self.source.raw_file(coords)
+        return path is not None and self._files.read_block(path, self.read_shape, src, view[dst])
 
     def _wait(self, pending: dict, values: dict) -> None:
         _, late = wait(pending.values(), timeout=self.timeout)
@@ -240,28 +286,13 @@ class ArrayReader:
         ranges = [range(a // c, (b - 1) // c + 1) for a, b, c in zip(lo, hi, self.read_shape, strict=True)]
         return itertools.product(*ranges)
 
-    def _fill_box(self, target: np.ndarray, box: Box, values: dict) -> None:
-        lo, hi = box
-        for coords in self._units(box):
-            chunk = values[self._key(coords)]
-            src: list[slice] = []
-            dst: list[slice] = []
-            for c, size, a, b in zip(coords, self.read_shape, lo, hi, strict=True):
-                begin = max(a, c * size)
-                end = min(b, (c + 1) * size)
-                src.append(slice(begin - c * size, end - c * size))
-                dst.append(slice(begin - a, end - a))
-            if chunk is None:
-                target[tuple(dst)] = self.meta.fill_value
-            else:
-                target[tuple(dst)] = chunk[tuple(src)]
-
     def _track(self, stream: ReadStream, start: int, stop: int) -> None:
         """Decide whether reads follow each other; if so, grow readahead and load ahead."""
         stream.sequential = stream.next_offset >= 0 and \
             abs(start - stream.next_offset) <= max(4 * (stop - start), 1 << 20)
         stream.next_offset = max(stop, stream.next_offset) if stream.sequential else stop
-        if not stream.sequential or self.readahead_max <= 0:
+        if not stream.sequential or self.readahead_max <= 0 or self._files is not None:
+            # (Files read raw get their readahead from the kernel, file by file.)
             stream.window = 0
             return
         self._readahead(stream, stop)

@@ -22,6 +22,7 @@ from typing import Any
 import fsspec
 from fsspec.asyn import AsyncFileSystem, sync
 from fsspec.core import url_to_fs
+from fsspec.implementations.local import LocalFileSystem
 
 from .errors import NotZarrError, StoreError
 from .options import MAX_BACKOFF, StoreOptions
@@ -140,6 +141,10 @@ class Store:
     @property
     def bytes_fetched(self) -> int:
         return self.stats.bytes_fetched
+
+    def local_path(self, key: str) -> str | None:
+        """The operating-system path of `key` when the store is a local directory, else None."""
+        return self._path(key) if isinstance(self.fs, LocalFileSystem) else None
 
     def _path(self, key: str) -> str:
         return f"{self.root}/{key}" if key else self.root

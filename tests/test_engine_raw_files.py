@@ -1,0 +1,179 @@
+"""Uncompressed chunks of local arrays are read straight from their files (zarrfs/direct.py).
+
+The oracle is zarr-python; every layout that stores plain C-order elements must
+be read raw (counted by `Engine.files`), everything else must still be decoded,
+and a chunk file that is not what the metadata says must fail the read, never
+return its bytes.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+import numcodecs
+import numpy as np
+import pytest
+
+from oracles import Oracle, sample, write_zarr
+from zarrfs.direct import ChunkFiles, _contiguous_start
+from zarrfs.engine import Engine
+from zarrfs.errors import ChunkError
+from zarrfs.reader import ReadStream
+from zarrfs.store import Store
+
+
+def check_reads(engine: Engine, oracle: Oracle, seed: int = 0) -> None:
+    """Whole, streamed (128 KiB pieces) and 300 random unaligned reads equal the oracle's bytes."""
+    reader = engine.reader(oracle.node)
+    want = oracle.expected.astype(reader.meta.dtype).tobytes()
+    assert reader.read(0, len(want)) == want
+    stream = ReadStream()
+    assert b"".join(reader.read(start, start + (128 << 10), stream)
+                    for start in range(0, len(want), 128 << 10)) == want
+    rng = random.Random(seed)
+    for _ in range(300):
+        start = rng.randrange(len(want))
+        stop = min(len(want), start + rng.choice([1, 3, 4096, 5000, 70_000]))
+        assert reader.read(start, stop) == want[start:stop], (start, stop)
+
+
+RAW_LAYOUTS = {
+    "v3 little-endian": dict(zarr_format=3, data=sample((300, 500), "<f4"), chunks=(64, 128), compressors=None),
+    "v3 uint8 3-D": dict(zarr_format=3, data=sample((9, 70, 90), "u1"), chunks=(4, 32, 32), compressors=None),
+    "v2 dotted": dict(zarr_format=2, data=sample((300, 500), "<i8"), chunks=(64, 128), compressors=None),
+    "v2 slash": dict(zarr_format=2, data=sample((300, 500), "<u2"), chunks=(64, 128), compressors=None,
+                     chunk_key_encoding={"name": "v2", "separator": "/"}),
+    "v2 big-endian": dict(zarr_format=2, data=sample((130, 170), ">i4"), chunks=(64, 64), compressors=None),
+    "v2 1-D": dict(zarr_format=2, data=sample((100_000,), "<f8"), chunks=(30_000,), compressors=None),
+}
+
+
+@pytest.mark.parametrize("name", list(RAW_LAYOUTS))
+def test_plain_local_chunks_are_read_raw(name: str, tmp_path: Path, open_engine: Callable[..., Engine]) -> None:
+    spec = dict(RAW_LAYOUTS[name])
+    oracle = write_zarr(tmp_path, spec.pop("data"), chunks=spec.pop("chunks"), **spec)
+    engine = open_engine(oracle.store)
+    check_reads(engine, oracle)
+    assert engine.files.stats()["reads"] > 0
+    assert engine.cache.stats().loads == 0  # nothing decoded
+
+
+def test_missing_chunks_read_as_fill_value(tmp_path: Path, open_engine: Callable[..., Engine]) -> None:
+    oracle = write_zarr(tmp_path, sample((256, 256), "<f4"), zarr_format=3, chunks=(64, 64), compressors=None,
+                        fill_value=7.5, drop=0b1001_0110)
+    engine = open_engine(oracle.store)
+    check_reads(engine, oracle)
+    assert (oracle.expected == 7.5).sum() == 4 * 64 * 64  # chunks 1, 2, 4 and 7 were deleted
+    assert engine.files.stats()["reads"] > 0
+    assert 0 < engine.cache.stats().loads <= 4  # only the absent chunks go the decode way (to fill value)
+
+
+@pytest.mark.parametrize("spec", [
+    dict(zarr_format=3, compressors="auto"),  # zstd
+    dict(zarr_format=2, compressors=None, order="F"),  # stored Fortran order: not C-order elements
+    dict(zarr_format=2, compressors=None, filters=[numcodecs.Delta(dtype="<i4")]),
+])
+def test_encoded_chunks_are_decoded(spec: dict, tmp_path: Path, open_engine: Callable[..., Engine]) -> None:
+    oracle = write_zarr(tmp_path, sample((200, 300), "<i4"), chunks=(64, 64), **spec)
+    engine = open_engine(oracle.store)
+    check_reads(engine, oracle)
+    assert engine.files.stats()["reads"] == 0
+    assert engine.cache.stats().loads > 0
+
+
+def test_remote_stores_have_no_local_paths() -> None:
+    assert Store.open("http://127.0.0.1:9/store.zarr").local_path("c/0/0") is None
+    assert Store.open("memory://store.zarr").local_path("c/0/0") is None
+
+
+def test_chunk_file_of_wrong_size_fails_the_read(tmp_path: Path, open_engine: Callable[..., Engine]) -> None:
+    oracle = write_zarr(tmp_path, sample((128, 128), "<f4"), zarr_format=3, chunks=(64, 64), compressors=None)
+    victim = oracle.store / oracle.node / "c" / "0" / "1"
+    victim.write_bytes(victim.read_bytes() + b"\0" * 16)  # longer than one chunk
+    reader = open_engine(oracle.store).reader(oracle.node)
+    with pytest.raises(ChunkError, match="c/0/1"):
+        reader.read(0, 128 * 4)  # row 0 crosses chunks (0, 0) and (0, 1)
+    assert reader.read(64 * 512, 64 * 512 + 256) == oracle.expected[64, :64].tobytes()  # chunk (1, 0): fine
+
+
+def test_chunk_file_truncated_after_opening_fails_the_read(tmp_path: Path,
+                                                          open_engine: Callable[..., Engine]) -> None:
+    oracle = write_zarr(tmp_path, sample((128, 128), "<f4"), zarr_format=3, chunks=(64, 64), compressors=None)
+    reader = open_engine(oracle.store).reader(oracle.node)
+    assert reader.read(0, 256) == oracle.expected[0, :64].tobytes()  # the file is open and cached now
+    victim = oracle.store / oracle.node / "c" / "0" / "0"
+    os.truncate(victim, 1000)
+    with pytest.raises(ChunkError, match="c/0/0"):
+        reader.read(60 * 512, 60 * 512 + 256)  # past the new end of the file
+
+
+def test_open_files_stay_bounded_and_close(tmp_path: Path, open_engine: Callable[..., Engine]) -> None:
+    oracle = write_zarr(tmp_path, sample((256, 256), "<u2"), zarr_format=3, chunks=(32, 32), compressors=None)
+    fds_before = len(os.listdir("/proc/self/fd"))
+    engine = open_engine(oracle.store)
+    engine.files.max_open = 5
+    check_reads(engine, oracle)
+    assert engine.files.stats()["open_files"] == 5
+    assert len(os.listdir("/proc/self/fd")) <= fds_before + 5
+    engine.files.close()
+    assert len(os.listdir("/proc/self/fd")) == fds_before
+
+
+def test_threads_reading_while_files_are_evicted(tmp_path: Path, open_engine: Callable[..., Engine]) -> None:
+    """Two open files for 64 chunks and 8 threads: descriptors are closed under readers' feet
+    unless eviction waits for the last user."""
+    oracle = write_zarr(tmp_path, sample((512, 512), "<f4"), zarr_format=3, chunks=(64, 64), compressors=None)
+    engine = open_engine(oracle.store)
+    engine.files.max_open = 2
+    reader = engine.reader(oracle.node)
+    want = oracle.expected.tobytes()
+    errors: list[str] = []
+
+    def hammer(seed: int) -> None:
+        rng = random.Random(seed)
+        for _ in range(300):
+            start = rng.randrange(len(want))
+            stop = min(len(want), start + rng.choice([4096, 70_000, 300_000]))
+            if reader.read(start, stop) != want[start:stop]:
+                errors.append(f"{start}:{stop}")
+
+    threads = [threading.Thread(target=hammer, args=(seed,)) for seed in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors
+    assert engine.files.stats()["open_files"] <= 2
+
+
+@pytest.mark.parametrize(("block", "start"), [
+    ((slice(3, 4), slice(0, 10)), 30),  # part of one row
+    ((slice(3, 7), slice(0, 10)), 30),  # whole rows
+    ((slice(3, 7), slice(2, 10)), None),  # rows cut short: not one run
+    ((slice(1, 2), slice(4, 5), slice(0, 8)), 1 * 80 + 4 * 8),  # one row of a 3-D chunk
+    ((slice(1, 2), slice(4, 6), slice(0, 7)), None),
+    ((slice(0, 2), slice(0, 10), slice(0, 8)), 0),
+])
+def test_contiguous_start(block: tuple[slice, ...], start: int | None) -> None:
+    shape = (10, 10) if len(block) == 2 else (5, 10, 8)
+    assert _contiguous_start(shape, block) == start
+
+
+def test_read_block_into_a_strided_destination(tmp_path: Path) -> None:
+    chunk = np.arange(64 * 32, dtype="<i4").reshape(64, 32)
+    path = tmp_path / "chunk"
+    path.write_bytes(chunk.tobytes())
+    target = np.zeros((10, 100), "<i4")
+    files = ChunkFiles()
+    assert files.read_block(str(path), (64, 32), (slice(5, 15), slice(0, 32)), target[:, 40:72])
+    assert (target[:, 40:72] == chunk[5:15]).all() and not target[:, :40].any() and not target[:, 72:].any()
+    # Rows cut short are read one by one.
+    assert files.read_block(str(path), (64, 32), (slice(20, 23), slice(1, 31)), target[:3, 0:30])
+    assert (target[:3, 0:30] == chunk[20:23, 1:31]).all()
+    assert not files.read_block(str(tmp_path / "absent"), (64, 32), (slice(0, 1), slice(0, 32)), target[0, :32])
+    assert not files.read_block(str(path), (64, 33), (slice(0, 1), slice(0, 32)), target[0, :32])  # wrong size
+    files.close()

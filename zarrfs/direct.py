@@ -1,0 +1,199 @@
+"""Uncompressed chunks of local arrays, read straight from their files.
+
+When a chunk's stored bytes *are* its C-order elements (no compressor, no
+filters, the array's own byte order) and the store is a local directory,
+decoding is a copy. Reading such a chunk through the cache costs a read of the
+whole file into a fresh buffer and then a gather into the reply; `preadv` of
+just the wanted rows into the reply does one copy instead of two, touches no
+new memory and uses no cache budget. The page cache is the cache.
+
+Anything unexpected (a file of the wrong size, an I/O error, a short read)
+answers False, and the caller takes the ordinary decode path, which reports
+the problem the usual way. A missing file is a chunk of fill value, as for any
+store.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import os
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+
+import numpy as np
+
+# Open descriptors kept for reuse, across all arrays: a sequential read visits
+# each chunk file once per 1 MiB request, and opening it each time costs more
+# than the read. Far below the usual limit of 1024 open files.
+MAX_OPEN_FILES = 128
+# Linux refuses preadv with more buffers than this (IOV_MAX).
+MAX_BUFFERS = 1024
+
+
+@dataclass
+class _OpenFile:
+    fd: int
+    size: int
+    users: int = 0
+    evicted: bool = False  # closed by the last user to release it
+
+
+class ChunkFiles:
+    """Shared, bounded set of open chunk files; safe to use from many threads.
+
+    A descriptor is only closed when no read is using it: closing one that
+    another thread is about to read would let the number be reused by an
+    unrelated file, and that read would return its bytes.
+    """
+
+    def __init__(self, max_open: int = MAX_OPEN_FILES) -> None:
+        self.max_open = max_open
+        self._lock = threading.Lock()
+        self._files: OrderedDict[str, _OpenFile] = OrderedDict()
+        self.reads = 0
+        self.bytes_read = 0
+
+    def read_block(self, path: str, chunk_shape: tuple[int, ...], src: tuple[slice, ...],
+                   dst: np.ndarray) -> bool:
+        """Fill `dst` with block `src` of the C-order chunk stored raw in `path`.
+
+        False when the caller must decode instead: the file is not exactly one
+        chunk long, or reading it failed or came up short.
+        """
+        runs = _runs(chunk_shape, src, dst)
+        if runs is None:
+            return False
+        try:
+            handle = self._acquire(path)
+        except OSError:  # absent (fill value), or unreadable: the decode path knows what that means
+            return False
+        try:
+            if handle.size != math.prod(chunk_shape) * dst.itemsize:
+                return False
+            for start, buffers, nbytes in runs:
+                if not _preadv(handle.fd, buffers, start * dst.itemsize, nbytes):
+                    return False  # short: the file shrank since it was opened
+        finally:
+            self._release(path, handle)
+        with self._lock:
+            self.reads += 1
+            self.bytes_read += dst.nbytes
+        return True
+
+    def stats(self) -> dict[str, int]:
+        with self._lock:
+            return {"reads": self.reads, "bytes": self.bytes_read, "open_files": len(self._files)}
+
+    def close(self) -> None:
+        with self._lock:
+            for handle in self._files.values():
+                if handle.users:
+                    handle.evicted = True
+                else:
+                    os.close(handle.fd)
+            self._files.clear()
+
+    # -------------------------------------------------------------- internal
+
+    def _acquire(self, path: str) -> _OpenFile:
+        with self._lock:
+            handle = self._files.get(path)
+            if handle is not None:
+                self._files.move_to_end(path)
+                handle.users += 1
+                return handle
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            size = os.fstat(fd).st_size
+        except OSError:
+            os.close(fd)
+            raise
+        with self._lock:
+            handle = self._files.get(path)
+            if handle is not None:  # another thread opened it meanwhile
+                os.close(fd)
+            else:
+                handle = self._files[path] = _OpenFile(fd, size)
+                while len(self._files) > self.max_open:
+                    _, oldest = self._files.popitem(last=False)
+                    if oldest.users:
+                        oldest.evicted = True
+                    else:
+                        os.close(oldest.fd)
+            self._files.move_to_end(path)
+            handle.users += 1
+            return handle
+
+    def _release(self, path: str, handle: _OpenFile) -> None:
+        with self._lock:
+            handle.users -= 1
+            if handle.evicted and not handle.users:
+                os.close(handle.fd)
+
+
+def _preadv(fd: int, buffers: list[np.ndarray], offset: int, nbytes: int) -> bool:
+    """Read `nbytes` consecutive bytes of the file at `offset` into `buffers`; False if short or failed."""
+    try:
+        if len(buffers) <= MAX_BUFFERS:
+            return os.preadv(fd, buffers, offset) == nbytes
+        for i in range(0, len(buffers), MAX_BUFFERS):
+            batch = buffers[i:i + MAX_BUFFERS]
+            want = sum(b.nbytes for b in batch)
+            if os.preadv(fd, batch, offset) != want:
+                return False
+            offset += want
+        return True
+    except OSError:
+        return False
+
+
+def _runs(shape: tuple[int, ...], src: tuple[slice, ...], dst: np.ndarray,
+          ) -> list[tuple[int, list[np.ndarray], int]] | None:
+    """(C-order index in the chunk, destination pieces, bytes) for each contiguous run of block `src`.
+
+    One run when the block is contiguous in the chunk (whole rows, say);
+    otherwise one run per row of the last axis (an edge chunk cut short).
+    """
+    start = _contiguous_start(shape, src)
+    if start is not None:
+        buffers = _buffers(dst)
+        return None if buffers is None else [(start, buffers, dst.nbytes)]
+    if dst.strides[-1] != dst.itemsize:
+        return None
+    runs = []
+    leading = itertools.product(*(range(s.start, s.stop) for s in src[:-1]))
+    for dst_index, src_index in zip(np.ndindex(*dst.shape[:-1]), leading, strict=True):
+        row = 0
+        for i, n in zip(src_index, shape[:-1], strict=True):
+            row = row * n + i
+        piece = dst[dst_index]
+        runs.append((row * shape[-1] + src[-1].start, [piece], piece.nbytes))
+    return runs
+
+
+def _contiguous_start(shape: tuple[int, ...], block: tuple[slice, ...]) -> int | None:
+    """C-order index of the block's first element if the block is one run of the chunk, else None.
+
+    It is one run when every axis before some axis k has extent 1 and every
+    axis after k is whole.
+    """
+    k = next((axis for axis, s in enumerate(block) if s.stop - s.start > 1), len(block))
+    if any(s.start != 0 or s.stop != n for s, n in zip(block[k + 1:], shape[k + 1:], strict=True)):
+        return None
+    start = 0
+    for s, n in zip(block, shape, strict=True):
+        start = start * n + s.start
+    return start
+
+
+def _buffers(dst: np.ndarray) -> list[np.ndarray] | None:
+    """`dst` as C-contiguous pieces in C order (rows of a strided view), for preadv; None if it has none."""
+    pieces = [dst]
+    while not pieces[0].flags.c_contiguous:
+        if pieces[0].ndim <= 1:
+            return None
+        pieces = [row for piece in pieces for row in piece]
+    return pieces
+
