@@ -176,14 +176,14 @@ def _runs(shape: tuple[int, ...], src: tuple[slice, ...], dst: np.ndarray,
 def _contiguous_start(shape: tuple[int, ...], block: tuple[slice, ...]) -> int | None:
     """C-order index of the block's first element if the block is one run of the chunk, else None.
 
-    It is one run when every axis before some axis k has extent 1 and every
-    axis after k is whole.
+    It is one run when every axis after the first axis with extent > 1 is whole.
     """
-    k = next((axis for axis, s in enumerate(block) if s.stop - s.start > 1), len(block))
-    if any(s.start != 0 or s.stop != n for s, n in zip(block[k + 1:], shape[k + 1:], strict=True)):
-        return None
     start = 0
+    spread = False  # an axis with extent > 1 came before this one
     for s, n in zip(block, shape, strict=True):
+        if spread and (s.start or s.stop != n):
+            return None
+        spread = spread or s.stop - s.start > 1
         start = start * n + s.start
     return start
 
