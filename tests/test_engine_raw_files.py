@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import os
 import random
+import tempfile
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numcodecs
@@ -177,3 +178,48 @@ def test_read_block_into_a_strided_destination(tmp_path: Path) -> None:
     assert not files.read_block(str(tmp_path / "absent"), (64, 32), (slice(0, 1), slice(0, 32)), target[0, :32])
     assert not files.read_block(str(path), (64, 33), (slice(0, 1), slice(0, 32)), target[0, :32])  # wrong size
     files.close()
+
+
+def drop_from_page_cache(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
+
+
+@pytest.fixture
+def disk_dir() -> Iterator[Path]:
+    """A directory on the checkout's file system: /tmp may be a tmpfs, whose pages never leave memory."""
+    with tempfile.TemporaryDirectory(dir=Path(__file__).parent, prefix=".disk-") as name:
+        yield Path(name)
+
+
+def test_cached_only_reads_leave_disk_reads_to_the_caller(disk_dir: Path) -> None:
+    """Under the copy lock only page-cache reads run: a block on disk answers None, then reads normally."""
+    chunk = np.arange(64 * 32, dtype="<i4").reshape(64, 32)
+    path = disk_dir / "chunk"
+    path.write_bytes(chunk.tobytes())
+    drop_from_page_cache(path)
+    target = np.zeros((64, 32), "<i4")
+    files = ChunkFiles()
+    block = (slice(0, 64), slice(0, 32))
+    assert files.read_block(str(path), (64, 32), block, target, cached_only=True) is None
+    assert files.read_block(str(path), (64, 32), block, target) is True
+    assert (target == chunk).all()
+    target[:] = 0
+    assert files.read_block(str(path), (64, 32), block, target, cached_only=True) is True  # cached now
+    assert (target == chunk).all()
+    files.close()
+
+
+def test_array_whose_chunks_are_on_disk_only(disk_dir: Path, open_engine: Callable[..., Engine]) -> None:
+    oracle = write_zarr(disk_dir, sample((256, 256), "<f8"), zarr_format=3, chunks=(64, 64), compressors=None)
+    for path in (oracle.store / oracle.node / "c").rglob("*"):
+        if path.is_file():
+            drop_from_page_cache(path)
+    engine = open_engine(oracle.store)
+    check_reads(engine, oracle)
+    assert engine.files.stats()["reads"] > 0
+    assert engine.cache.stats().loads == 0

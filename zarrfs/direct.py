@@ -15,6 +15,7 @@ store.
 
 from __future__ import annotations
 
+import errno
 import itertools
 import math
 import os
@@ -52,19 +53,25 @@ class ChunkFiles:
         self.max_open = max_open
         self._lock = threading.Lock()
         self._files: OrderedDict[str, _OpenFile] = OrderedDict()
+        self._nowait = True  # whether the file system honours RWF_NOWAIT (cleared at its first refusal)
         self.reads = 0
         self.bytes_read = 0
 
     def read_block(self, path: str, chunk_shape: tuple[int, ...], src: tuple[slice, ...],
-                   dst: np.ndarray) -> bool:
+                   dst: np.ndarray, *, cached_only: bool = False) -> bool | None:
         """Fill `dst` with block `src` of the C-order chunk stored raw in `path`.
 
         False when the caller must decode instead: the file is not exactly one
-        chunk long, or reading it failed or came up short.
+        chunk long, or reading it failed or came up short. With `cached_only`,
+        None when the bytes are not all in the page cache (the read would wait
+        for the disk): the caller may retry without it.
         """
         runs = _runs(chunk_shape, src, dst)
         if runs is None:
             return False
+        if cached_only and not self._nowait:
+            return None
+        flags = os.RWF_NOWAIT if cached_only else 0
         try:
             handle = self._acquire(path)
         except OSError:  # absent (fill value), or unreadable: the decode path knows what that means
@@ -73,8 +80,14 @@ class ChunkFiles:
             if handle.size != math.prod(chunk_shape) * dst.itemsize:
                 return False
             for start, buffers, nbytes in runs:
-                if not _preadv(handle.fd, buffers, start * dst.itemsize, nbytes):
-                    return False  # short: the file shrank since it was opened
+                done = _preadv(handle.fd, buffers, start * dst.itemsize, nbytes, flags)
+                if not done:
+                    return done
+        except OSError as exc:  # RWF_NOWAIT refused: this file system cannot tell
+            if exc.errno not in (errno.EOPNOTSUPP, errno.EINVAL) or not flags:
+                return False
+            self._nowait = False
+            return None
         finally:
             self._release(path, handle)
         with self._lock:
@@ -133,20 +146,27 @@ class ChunkFiles:
                 os.close(handle.fd)
 
 
-def _preadv(fd: int, buffers: list[np.ndarray], offset: int, nbytes: int) -> bool:
-    """Read `nbytes` consecutive bytes of the file at `offset` into `buffers`; False if short or failed."""
+def _preadv(fd: int, buffers: list[np.ndarray], offset: int, nbytes: int, flags: int) -> bool | None:
+    """Read `nbytes` consecutive bytes of the file at `offset` into `buffers`.
+
+    False if the file came up short; None if RWF_NOWAIT is in `flags` and the
+    bytes are not all cached (a short read then may mean either). Errors
+    other than EAGAIN propagate.
+    """
     try:
         if len(buffers) <= MAX_BUFFERS:
-            return os.preadv(fd, buffers, offset) == nbytes
+            if os.preadv(fd, buffers, offset, flags) == nbytes:
+                return True
+            return None if flags else False
         for i in range(0, len(buffers), MAX_BUFFERS):
             batch = buffers[i:i + MAX_BUFFERS]
             want = sum(b.nbytes for b in batch)
-            if os.preadv(fd, batch, offset) != want:
-                return False
+            if os.preadv(fd, batch, offset, flags) != want:
+                return None if flags else False
             offset += want
         return True
-    except OSError:
-        return False
+    except BlockingIOError:
+        return None
 
 
 def _runs(shape: tuple[int, ...], src: tuple[slice, ...], dst: np.ndarray,
