@@ -120,8 +120,16 @@ class LatencyHandler(SimpleHTTPRequestHandler):
         return
 
 
+class BackloggedHTTPServer(ThreadingHTTPServer):
+    # socketserver listens with a backlog of 5: a peer opening 30 connections at
+    # once had SYNs dropped (TcpExtListenOverflows rose) and those requests
+    # stalled for the 1 s SYN retransmit timeout. Servers in the field queue
+    # hundreds (nginx: 511).
+    request_queue_size = 1024
+
+
 def serve(root: Path, port_file: Path, latency: float, max_seconds: float, parent: int) -> None:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), lambda *a: LatencyHandler(*a, directory=str(root)))
+    server = BackloggedHTTPServer(("127.0.0.1", 0), lambda *a: LatencyHandler(*a, directory=str(root)))
     server.daemon_threads = True
     server.latency = latency  # type: ignore[attr-defined]
     server.counts = {"lock": threading.Lock(), "requests": 0, "in_flight": 0,  # type: ignore[attr-defined]
