@@ -247,3 +247,21 @@ def test_eight_threads_oracles(oracle_arrays: dict[str, Served]) -> None:
 def test_eight_threads_legacy(legacy_arrays: dict[str, Served]) -> None:
     refused = [a for a in legacy_arrays.values() if a.lenient and not a.file(".npy").exists()]  # see `array`
     assert read_concurrently([a for a in legacy_arrays.values() if a not in refused]) == []
+
+
+@pytest.mark.parametrize(("name", "raw"), [("zp3-codec-none", True), ("zp2-compressor-none", True),
+                                           ("zp3-codec-zstd", False)])
+def test_uncompressed_chunks_are_copied_from_their_files(name: str, raw: bool,
+                                                         oracle_arrays: dict[str, Served]) -> None:
+    """Through the mount, plain chunks go the raw-file path (zarrfs/direct.py), others are decoded."""
+    array = oracle_arrays[name]
+    want = array.raw
+    stats_file = array.mount.root / ".zarrfs-stats.json"
+    before = json.loads(stats_file.read_text())["raw_chunk_reads"]["bytes"]
+    fd = os.open(array.file(".raw"), os.O_RDONLY | os.O_DIRECT)  # past the kernel's page cache
+    try:
+        assert os.pread(fd, len(want) + 4096, 0) == want
+    finally:
+        os.close(fd)
+    copied = json.loads(stats_file.read_text())["raw_chunk_reads"]["bytes"] - before
+    assert copied == (len(want) if raw else 0)
