@@ -47,9 +47,11 @@ def run_zarrfs(path: Path, cache_size: str) -> dict:
             checksum += float(memoryview(piece).cast("f")[0])
     seconds = time.perf_counter() - start
     stats = engine.cache.stats()
+    raw_bytes = engine.files.stats()["bytes"]  # uncompressed local chunks: copied from their files, not decoded
     units = math.prod(-(-s // c) for s, c in zip(SHAPE, reader.read_shape))
     engine.close()
-    return {"seconds": seconds, "loads": stats.loads, "units": units, "checksum": checksum}
+    return {"seconds": seconds, "loads": stats.loads, "units": units, "checksum": checksum,
+            "raw_bytes_per_byte": raw_bytes / reader.nbytes}
 
 
 def run_zarr_python(path: Path) -> dict:
@@ -111,10 +113,11 @@ def main() -> None:
         speed = {p: gib * 2**30 / 1e9 / statistics.median(r["seconds"] for r in results[p]) for p in PEERS}
         z = results["zarrfs"]
         decodes = statistics.median(r["loads"] / r["units"] for r in z)
+        raw = statistics.median(r["raw_bytes_per_byte"] for r in z)
         rss = max(r["peak_rss"] for r in z) / 2**20
         print(f"| {store} | {speed['zarrfs']:.2f} | {speed['zarr-python']:.2f} | {speed['tensorstore']:.2f} | "
               f"{speed['zarrfs'] / speed['zarr-python']:.2f}x | {speed['zarrfs'] / speed['tensorstore']:.2f}x | "
-              f"{decodes:.2f} | {rss:.0f} |", flush=True)
+              f"{decodes:.2f}{f' (read raw: {raw:.2f} B/B)' if raw else ''} | {rss:.0f} |", flush=True)
 
 
 if __name__ == "__main__":
