@@ -36,8 +36,15 @@ from mountutil import Mount
 STALL_LIMIT_S = 30.0  # a stalled answer never holds a server thread longer than this
 
 
-class _Server(ThreadingHTTPServer):
+class BackloggedHTTPServer(ThreadingHTTPServer):
     daemon_threads = True  # a stalled handler must not keep the test process alive
+    # socketserver's backlog of 5 drops SYNs when zarrfs opens many connections
+    # at once, and each dropped one costs a 1 s retransmit: slow, and flaky
+    # against the short timeouts the fault tests use.
+    request_queue_size = 1024
+
+
+class _Server(BackloggedHTTPServer):
     allow_reuse_address = True
 
     def __init__(self, *args: object, **kwargs: object) -> None:

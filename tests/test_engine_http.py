@@ -16,7 +16,7 @@ import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from http import HTTPStatus
-from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from http.server import SimpleHTTPRequestHandler
 from pathlib import Path
 from typing import BinaryIO
 
@@ -24,6 +24,7 @@ import numpy as np
 import pytest
 
 from oracles import ORACLES, HierarchyOracle, Oracle, write_hierarchy
+from remoteutil import BackloggedHTTPServer
 from zarrfs.engine import Engine
 from zarrfs.errors import ChunkError, NotFoundError
 from zarrfs.metadata.model import ArrayMeta, GroupMeta
@@ -112,7 +113,7 @@ class RangeHandler(SimpleHTTPRequestHandler):
 
 
 def _range_server(root: Path) -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), lambda *a: RangeHandler(*a, directory=str(root)))
+    server = BackloggedHTTPServer(("127.0.0.1", 0), lambda *a: RangeHandler(*a, directory=str(root)))
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:

@@ -17,7 +17,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Iterator
-from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from http.server import SimpleHTTPRequestHandler
 from pathlib import Path
 
 import numpy as np
@@ -37,6 +37,7 @@ from mountutil import (
     wait_until,
     zarrfs_command,
 )
+from remoteutil import BackloggedHTTPServer
 from zarrfs import mount as mount_module
 from zarrfs.stopper import GRACE_SECONDS
 
@@ -148,7 +149,7 @@ def url_mount(url: str, tmp: Path, *, foreground: bool = False, expected_log: tu
 def stalling_server(tmp_path: Path) -> Iterator[str]:
     store = tmp_path / "slow.zarr"
     zarr.create_array(str(store), shape=(64, 64), chunks=(32, 32), dtype="u1", zarr_format=2)[...] = 3
-    server = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(StallingHandler, directory=str(store)))
+    server = BackloggedHTTPServer(("127.0.0.1", 0), functools.partial(StallingHandler, directory=str(store)))
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     StallingHandler.release.clear()
