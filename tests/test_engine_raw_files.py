@@ -12,6 +12,7 @@ import os
 import random
 import tempfile
 import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -170,13 +171,14 @@ def test_read_block_into_a_strided_destination(tmp_path: Path) -> None:
     path.write_bytes(chunk.tobytes())
     target = np.zeros((10, 100), "<i4")
     files = ChunkFiles()
-    assert files.read_block(str(path), (64, 32), (slice(5, 15), slice(0, 32)), target[:, 40:72])
+    assert files.read_block(0, str(path), (64, 32), (slice(5, 15), slice(0, 32)), target[:, 40:72])
     assert (target[:, 40:72] == chunk[5:15]).all() and not target[:, :40].any() and not target[:, 72:].any()
     # Rows cut short are read one by one.
-    assert files.read_block(str(path), (64, 32), (slice(20, 23), slice(1, 31)), target[:3, 0:30])
+    assert files.read_block(0, str(path), (64, 32), (slice(20, 23), slice(1, 31)), target[:3, 0:30])
     assert (target[:3, 0:30] == chunk[20:23, 1:31]).all()
-    assert not files.read_block(str(tmp_path / "absent"), (64, 32), (slice(0, 1), slice(0, 32)), target[0, :32])
-    assert not files.read_block(str(path), (64, 33), (slice(0, 1), slice(0, 32)), target[0, :32])  # wrong size
+    row = (slice(0, 1), slice(0, 32))
+    assert not files.read_block(0, str(tmp_path / "absent"), (64, 32), row, target[0, :32])
+    assert not files.read_block(0, str(path), (64, 33), row, target[0, :32])  # wrong size
     files.close()
 
 
@@ -205,11 +207,11 @@ def test_cached_only_reads_leave_disk_reads_to_the_caller(disk_dir: Path) -> Non
     target = np.zeros((64, 32), "<i4")
     files = ChunkFiles()
     block = (slice(0, 64), slice(0, 32))
-    assert files.read_block(str(path), (64, 32), block, target, cached_only=True) is None
-    assert files.read_block(str(path), (64, 32), block, target) is True
+    assert files.read_block(0, str(path), (64, 32), block, target, cached_only=True) is None
+    assert files.read_block(0, str(path), (64, 32), block, target) is True
     assert (target == chunk).all()
     target[:] = 0
-    assert files.read_block(str(path), (64, 32), block, target, cached_only=True) is True  # cached now
+    assert files.read_block(0, str(path), (64, 32), block, target, cached_only=True) is True  # cached now
     assert (target == chunk).all()
     files.close()
 
@@ -223,3 +225,18 @@ def test_array_whose_chunks_are_on_disk_only(disk_dir: Path, open_engine: Callab
     check_reads(engine, oracle)
     assert engine.files.stats()["reads"] > 0
     assert engine.cache.stats().loads == 0
+
+
+def test_replaced_chunk_file_is_read_anew_after_a_metadata_refresh(tmp_path: Path,
+                                                                   open_engine: Callable[..., Engine]) -> None:
+    """With --metadata-ttl a refreshed array gets a new reader; its raw reads must not keep using
+    descriptors of files that were replaced since (a rewrite by rename leaves the old inode open)."""
+    oracle = write_zarr(tmp_path, sample((64, 64), "<i4"), zarr_format=3, chunks=(32, 32), compressors=None)
+    engine = open_engine(oracle.store, metadata_ttl=0.2)
+    assert engine.reader(oracle.node).read(0, 128) == oracle.expected[0, :32].tobytes()
+    chunk = oracle.store / oracle.node / "c" / "0" / "0"
+    replacement = chunk.with_name("0.new")
+    replacement.write_bytes(np.full((32, 32), 9, "<i4").tobytes())
+    os.replace(replacement, chunk)
+    time.sleep(0.3)
+    assert engine.reader(oracle.node).read(0, 128) == np.full(32, 9, "<i4").tobytes()

@@ -52,14 +52,18 @@ class ChunkFiles:
     def __init__(self, max_open: int = MAX_OPEN_FILES) -> None:
         self.max_open = max_open
         self._lock = threading.Lock()
-        self._files: OrderedDict[str, _OpenFile] = OrderedDict()
+        self._files: OrderedDict[tuple[int, str], _OpenFile] = OrderedDict()  # by (owner, path)
         self._nowait = True  # whether the file system honours RWF_NOWAIT (cleared at its first refusal)
         self.reads = 0
         self.bytes_read = 0
 
-    def read_block(self, path: str, chunk_shape: tuple[int, ...], src: tuple[slice, ...],
+    def read_block(self, owner: int, path: str, chunk_shape: tuple[int, ...], src: tuple[slice, ...],
                    dst: np.ndarray, *, cached_only: bool = False) -> bool | None:
         """Fill `dst` with block `src` of the C-order chunk stored raw in `path`.
+
+        Descriptors are shared per `owner` (a reader's token): a reader made
+        after a metadata refresh opens the files anew, so a chunk file
+        replaced meanwhile is read as it is now, as the decode path would.
 
         False when the caller must decode instead: the file is not exactly one
         chunk long, or reading it failed or came up short. With `cached_only`,
@@ -72,8 +76,9 @@ class ChunkFiles:
         if cached_only and not self._nowait:
             return None
         flags = os.RWF_NOWAIT if cached_only else 0
+        key = (owner, path)
         try:
-            handle = self._acquire(path)
+            handle = self._acquire(key)
         except OSError:  # absent (fill value), or unreadable: the decode path knows what that means
             return False
         try:
@@ -89,7 +94,7 @@ class ChunkFiles:
             self._nowait = False
             return None
         finally:
-            self._release(path, handle)
+            self._release(handle)
         with self._lock:
             self.reads += 1
             self.bytes_read += dst.nbytes
@@ -110,36 +115,36 @@ class ChunkFiles:
 
     # -------------------------------------------------------------- internal
 
-    def _acquire(self, path: str) -> _OpenFile:
+    def _acquire(self, key: tuple[int, str]) -> _OpenFile:
         with self._lock:
-            handle = self._files.get(path)
+            handle = self._files.get(key)
             if handle is not None:
-                self._files.move_to_end(path)
+                self._files.move_to_end(key)
                 handle.users += 1
                 return handle
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        fd = os.open(key[1], os.O_RDONLY | os.O_CLOEXEC)
         try:
             size = os.fstat(fd).st_size
         except OSError:
             os.close(fd)
             raise
         with self._lock:
-            handle = self._files.get(path)
+            handle = self._files.get(key)
             if handle is not None:  # another thread opened it meanwhile
                 os.close(fd)
             else:
-                handle = self._files[path] = _OpenFile(fd, size)
+                handle = self._files[key] = _OpenFile(fd, size)
                 while len(self._files) > self.max_open:
                     _, oldest = self._files.popitem(last=False)
                     if oldest.users:
                         oldest.evicted = True
                     else:
                         os.close(oldest.fd)
-            self._files.move_to_end(path)
+            self._files.move_to_end(key)
             handle.users += 1
             return handle
 
-    def _release(self, path: str, handle: _OpenFile) -> None:
+    def _release(self, handle: _OpenFile) -> None:
         with self._lock:
             handle.users -= 1
             if handle.evicted and not handle.users:

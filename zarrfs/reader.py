@@ -94,7 +94,8 @@ class ArrayReader:
         self.nbytes = self.meta.nbytes
         self.read_shape = source.read_shape
         self.unit_nbytes = math.prod(self.read_shape) * self.itemsize
-        self._key_prefix = ("chunk", new_token())
+        self._token = new_token()  # names this reader's chunks in the cache and its open chunk files
+        self._key_prefix = ("chunk", self._token)
         # Misses in one shard load together: adjacent inner chunks come in one request.
         self._batch = Batch(lambda key: source.group(key[1]), self._load_many)
         self.band_bytes = band_nbytes(self.meta, self.read_shape)
@@ -284,7 +285,7 @@ class ArrayReader:
         path = self.source.raw_file(coords)
         if path is None:
             return False
-        return self._files.read_block(path, self.read_shape, src, view[dst], cached_only=cached_only)
+        return self._files.read_block(self._token, path, self.read_shape, src, view[dst], cached_only=cached_only)
 
     def _wait(self, pending: dict, values: dict) -> None:
         _, late = wait(pending.values(), timeout=self.timeout)
