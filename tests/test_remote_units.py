@@ -191,3 +191,35 @@ def test_nested_credentials_are_found_and_redacted_from_log_lines() -> None:
     record = logging.LogRecord("x", logging.ERROR, __file__, 1, "failed with abcd1234 at https://u:pw@host/p",
                                None, None)
     assert formatter.format(record) == "failed with *** at https://***@host/p"
+
+
+def test_readahead_of_a_sharded_array_asks_for_whole_shard_rows(tmp_path: Path) -> None:
+    """zarr-python stores inner chunks in Morton order, so one band of inner chunks is never
+    contiguous in a shard; readahead batches of whole shard rows make each shard one ranged GET."""
+    data = np.arange(1024 * 1024, dtype="<f4").reshape(1024, 1024)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        zarr.create_array(str(tmp_path / "s.zarr"), shape=data.shape, shards=(256, 256), chunks=(64, 64),
+                          dtype="<f4", compressors=[ZstdCodec(level=1)])[...] = data
+    engine = Engine.open(str(tmp_path / "s.zarr"), options=EngineOptions(cache_bytes=8 << 20))
+    try:
+        reader = engine.reader("")
+        assert reader.readahead_step == 256 * 1024 * 4  # four bands: one shard row
+        ranges: list[tuple[str, int, int]] = []
+        get_range = engine.store.get_range
+
+        def recorded(key: str, start: int, stop: int) -> bytes | None:
+            ranges.append((key, start, stop))
+            return get_range(key, start, stop)
+
+        engine.store.get_range = recorded  # type: ignore[method-assign]
+        stream = ReadStream()
+        got = b"".join(reader.read(o, o + (128 << 10), stream) for o in range(0, reader.nbytes, 128 << 10))
+        assert got == data.tobytes()
+        data_reads = [(key, start) for key, start, _ in ranges if start >= 0]  # (index reads count from the end)
+        for row in (2, 3):  # once readahead is in stride: one GET per shard of the row
+            assert sorted(key for key, _ in data_reads if key.startswith(f"c/{row}/")) == \
+                [f"c/{row}/{column}" for column in range(4)]
+        assert engine.cache.stats().loads == 16 * 16  # every inner chunk decoded once
+    finally:
+        engine.close()

@@ -110,6 +110,7 @@ class ArrayReader:
         # half of what the cache has left after the band being read.
         room = max(0, cache.budget_bytes - self.band_bytes - WINDOW_BYTES) // 2
         self.readahead_max = min(readahead_max if readahead_max is not None else room, room)
+        self.readahead_step = self._readahead_step()
         if self.band_bytes > cache.budget_bytes:
             log.warning(
                 "array /%s: one band of chunks is %d MiB but the cache is %d MiB; a sequential read "
@@ -117,6 +118,25 @@ class ArrayReader:
                 self.meta.path, self.band_bytes >> 20, cache.budget_bytes >> 20,
                 -(-2 * self.band_bytes // (1 << 20)),
             )
+
+    def _readahead_step(self) -> int:
+        """Array bytes per readahead batch of a sharded array (0: batches of a quarter window).
+
+        A batch then covers whole groups of bands ending on shard-row
+        boundaries, so that the inner chunks a shard stores next to each other
+        are asked for together and come in one ranged GET. zarr-python stores
+        them in Morton order: one band of a shard is never contiguous, two
+        bands pair up, four make the whole shard row. Batches end on the last
+        group boundary inside the readahead window, so a group leaves at least
+        one read window of lookahead.
+        """
+        if self.meta.ndim == 0 or self.read_shape == self.meta.chunk_shape or not self.meta.shape[0]:
+            return 0
+        bands_per_shard = self.meta.chunk_shape[0] // self.read_shape[0]
+        bands = 1
+        while 2 * bands <= bands_per_shard and 2 * bands * self.band_bytes <= self.readahead_max - WINDOW_BYTES:
+            bands *= 2
+        return 0 if bands < 2 else bands * self.read_shape[0] * (self.nbytes // self.meta.shape[0])
 
     # ---------------------------------------------------------------- public
 
@@ -323,8 +343,14 @@ class ArrayReader:
         stream.window = min(self.readahead_max, 2 * stream.window if stream.window else self.band_bytes)
         ahead_start = max(stop, stream.prefetched_until)
         ahead_stop = min(self.nbytes, stop + stream.window)
-        # Top up in batches (a quarter window at a time), not one chunk per read.
-        if ahead_start >= ahead_stop or (ahead_stop - ahead_start < stream.window // 4 and ahead_stop < self.nbytes):
+        # Top up in batches, not one chunk per read: whole groups of bands for a
+        # sharded array (see `_readahead_step`), else a quarter window at a time.
+        if self.readahead_step:
+            if ahead_stop < self.nbytes:
+                ahead_stop -= ahead_stop % self.readahead_step
+            if ahead_start >= ahead_stop:
+                return
+        elif ahead_start >= ahead_stop or (ahead_stop - ahead_start < stream.window // 4 and ahead_stop < self.nbytes):
             return
         stream.prefetched_until = ahead_stop
         first = ahead_start // self.itemsize
