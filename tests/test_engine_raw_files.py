@@ -240,3 +240,16 @@ def test_replaced_chunk_file_is_read_anew_after_a_metadata_refresh(tmp_path: Pat
     os.replace(replacement, chunk)
     time.sleep(0.3)
     assert engine.reader(oracle.node).read(0, 128) == np.full(32, 9, "<i4").tobytes()
+
+
+def test_chunk_path_that_is_not_a_regular_file_is_not_read_raw(tmp_path: Path) -> None:
+    """A FIFO would block open() forever (with the copy lock held); a directory is no chunk either."""
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    (tmp_path / "dir").mkdir()
+    files = ChunkFiles()
+    target = np.zeros(4, "<u1")
+    for name in ("fifo", "dir"):
+        assert files.read_block(0, str(tmp_path / name), (4,), (slice(0, 4),), target) is False
+    assert files.stats()["open_files"] == 0
+    files.close()

@@ -19,6 +19,7 @@ import errno
 import itertools
 import math
 import os
+import stat
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -122,12 +123,16 @@ class ChunkFiles:
                 self._files.move_to_end(key)
                 handle.users += 1
                 return handle
-        fd = os.open(key[1], os.O_RDONLY | os.O_CLOEXEC)
+        # O_NONBLOCK: a FIFO in the store must not hang the read (and the copy lock) in open().
+        fd = os.open(key[1], os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
         try:
-            size = os.fstat(fd).st_size
+            status = os.fstat(fd)
+            if not stat.S_ISREG(status.st_mode):
+                raise IsADirectoryError(errno.EISDIR, "not a regular file", key[1])
         except OSError:
             os.close(fd)
             raise
+        size = status.st_size
         with self._lock:
             handle = self._files.get(key)
             if handle is not None:  # another thread opened it meanwhile
