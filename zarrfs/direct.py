@@ -89,11 +89,11 @@ class ChunkFiles:
                 done = _preadv(handle.fd, buffers, start * dst.itemsize, nbytes, flags)
                 if not done:
                     return done
-        except OSError as exc:  # RWF_NOWAIT refused: this file system cannot tell
-            if exc.errno not in (errno.EOPNOTSUPP, errno.EINVAL) or not flags:
-                return False
-            self._nowait = False
-            return None
+        except OSError as exc:
+            if flags and exc.errno in (errno.EOPNOTSUPP, errno.EINVAL):  # this file system ignores RWF_NOWAIT
+                self._nowait = False
+                return None
+            return False  # an I/O error: the decode path reads again and reports it
         finally:
             self._release(handle)
         with self._lock:
