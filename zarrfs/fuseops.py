@@ -176,6 +176,8 @@ class ZarrOperations(mfusepy.Operations):
         return 0
 
     def read(self, path: str, size: int, offset: int, fi: Any) -> bytes:
+        """The plain mfusepy read. Its presence is what makes mfusepy install a read
+        callback; under `ReplyBufferFUSE` that callback calls `read_into` instead."""
         out = np.empty(size, np.uint8)
         return out[:self.read_into(path, out, offset, fi)].tobytes()
 
