@@ -71,11 +71,11 @@ class ChunkFiles:
         None when the bytes are not all in the page cache (the read would wait
         for the disk): the caller may retry without it.
         """
+        if cached_only and not self._nowait:
+            return None
         runs = _runs(chunk_shape, src, dst)
         if runs is None:
             return False
-        if cached_only and not self._nowait:
-            return None
         flags = os.RWF_NOWAIT if cached_only else 0
         key = (owner, path)
         try:

@@ -221,34 +221,27 @@ class ArrayReader:
         within_index = tuple(reversed(within))
         column_stop = column + (last - first)
         step = self._step
-        coords = [(*lead, c) for c in range(column // step, (column_stop - 1) // step + 1)]
+        pieces: list[tuple[tuple[int, ...], int, int, int]] = []  # (unit, columns lo:hi in it, place in target)
+        for c in range(column // step, (column_stop - 1) // step + 1):
+            base = c * step
+            lo = max(column, base) - base
+            pieces.append(((*lead, c), lo, min(column_stop, base + step) - base, base + lo - column))
         if self._files is not None:
             rows = tuple(slice(i, i + 1) for i in within_index)
-            blocks = []
-            for coord in coords:
-                base = coord[-1] * step
-                lo = max(column, base) - base
-                hi = min(column_stop, base + step) - base
-                position = base + lo - column
-                blocks.append((coord, (*rows, slice(lo, hi)), target, (slice(position, position + hi - lo),)))
-            self._fill_blocks(blocks)
+            self._fill_blocks([(coord, (*rows, slice(lo, hi)), target, (slice(at, at + hi - lo),))
+                               for coord, lo, hi, at in pieces])
             return
         prefix = self._key_prefix
-        keys = [(prefix, c) for c in coords]
+        keys = [(prefix, piece[0]) for piece in pieces]
         values, pending = self.cache.get_many(keys, self._load, size_hint=self.unit_nbytes, batch=self._batch)
         if pending:
             self._wait(pending, values)
-        position = 0
-        for coord, key in zip(coords, keys, strict=True):
-            base = coord[-1] * step
-            lo = max(column, base) - base
-            hi = min(column_stop, base + step) - base
+        for (_, lo, hi, at), key in zip(pieces, keys, strict=True):
             chunk = values[key]
             if chunk is None:
-                target[position:position + hi - lo] = self.meta.fill_value
+                target[at:at + hi - lo] = self.meta.fill_value
             else:
-                target[position:position + hi - lo] = chunk[within_index][lo:hi]
-            position += hi - lo
+                target[at:at + hi - lo] = chunk[within_index][lo:hi]
 
     def _fill_boxes(self, first: int, last: int, target: np.ndarray) -> None:
         """As `_fill_elements`, for any range: box by box, from the units each box crosses."""
