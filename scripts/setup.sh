@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Set up everything zarrfs needs on a Debian/Ubuntu machine, idempotently:
-#   system packages: fuse3 (libfuse 3 + fusermount3), python3-venv if venv is missing
+#   system packages: fuse3 (libfuse 3 + fusermount3), python3-venv if venv is missing,
+#   gcc and python3-dev if missing (zarrfs builds one small C extension, zarrfs/_gather.c)
 #   a virtual environment in .venv with zarrfs installed (editable) and its test extras
 # Usage: bash scripts/setup.sh [--clients]   (--clients also installs GDAL and stock ImageJ for the tests)
 set -euo pipefail
@@ -25,6 +26,9 @@ missing=()
 ldconfig -p 2>/dev/null | grep 'libfuse3\.so\.3' >/dev/null || missing+=(fuse3)
 command -v fusermount3 >/dev/null || missing+=(fuse3)
 "$PYTHON" -m venv --help >/dev/null 2>&1 || missing+=(python3-venv)
+command -v cc >/dev/null || missing+=(gcc)
+"$PYTHON" -c 'import os, sysconfig; assert os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h"))' \
+    2>/dev/null || missing+=(python3-dev)
 if [ ${#missing[@]} -gt 0 ]; then
     echo "setup: installing ${missing[*]}"
     apt_install "${missing[@]}"

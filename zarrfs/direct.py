@@ -26,12 +26,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ._gather import preadv_into
+
 # Open descriptors kept for reuse, across all arrays: a sequential read visits
 # each chunk file once per 1 MiB request, and opening it each time costs more
 # than the read. Far below the usual limit of 1024 open files.
 MAX_OPEN_FILES = 128
-# Linux refuses preadv with more buffers than this (IOV_MAX).
-MAX_BUFFERS = 1024
 
 
 @dataclass
@@ -73,9 +73,6 @@ class ChunkFiles:
         """
         if cached_only and not self._nowait:
             return None
-        runs = _runs(chunk_shape, src, dst)
-        if runs is None:
-            return False
         flags = os.RWF_NOWAIT if cached_only else 0
         key = (owner, path)
         try:
@@ -85,10 +82,11 @@ class ChunkFiles:
         try:
             if handle.size != math.prod(chunk_shape) * dst.itemsize:
                 return False
-            for start, buffers, nbytes in runs:
-                done = _preadv(handle.fd, buffers, start * dst.itemsize, nbytes, flags)
-                if not done:
-                    return done
+            for start, piece in _runs(chunk_shape, src, dst):
+                if preadv_into(handle.fd, piece, start * dst.itemsize, flags) != piece.nbytes:
+                    return None if flags else False  # with RWF_NOWAIT a short read may just be uncached
+        except BlockingIOError:  # RWF_NOWAIT: nothing of it cached
+            return None
         except OSError as exc:
             if flags and exc.errno in (errno.EOPNOTSUPP, errno.EINVAL):  # this file system ignores RWF_NOWAIT
                 self._nowait = False
@@ -156,50 +154,22 @@ class ChunkFiles:
                 os.close(handle.fd)
 
 
-def _preadv(fd: int, buffers: list[np.ndarray], offset: int, nbytes: int, flags: int) -> bool | None:
-    """Read `nbytes` consecutive bytes of the file at `offset` into `buffers`.
-
-    False if the file came up short; None if RWF_NOWAIT is in `flags` and the
-    bytes are not all cached (a short read then may mean either). Errors
-    other than EAGAIN propagate.
-    """
-    try:
-        if len(buffers) <= MAX_BUFFERS:
-            if os.preadv(fd, buffers, offset, flags) == nbytes:
-                return True
-            return None if flags else False
-        for i in range(0, len(buffers), MAX_BUFFERS):
-            batch = buffers[i:i + MAX_BUFFERS]
-            want = sum(b.nbytes for b in batch)
-            if os.preadv(fd, batch, offset, flags) != want:
-                return None if flags else False
-            offset += want
-        return True
-    except BlockingIOError:
-        return None
-
-
-def _runs(shape: tuple[int, ...], src: tuple[slice, ...], dst: np.ndarray,
-          ) -> list[tuple[int, list[np.ndarray], int]] | None:
-    """(C-order index in the chunk, destination pieces, bytes) for each contiguous run of block `src`.
+def _runs(shape: tuple[int, ...], src: tuple[slice, ...], dst: np.ndarray) -> list[tuple[int, np.ndarray]]:
+    """(C-order index in the chunk, destination piece) for each contiguous run of block `src`.
 
     One run when the block is contiguous in the chunk (whole rows, say);
     otherwise one run per row of the last axis (an edge chunk cut short).
     """
     start = _contiguous_start(shape, src)
     if start is not None:
-        buffers = _buffers(dst)
-        return None if buffers is None else [(start, buffers, dst.nbytes)]
-    if dst.strides[-1] != dst.itemsize:
-        return None
+        return [(start, dst)]
     runs = []
     leading = itertools.product(*(range(s.start, s.stop) for s in src[:-1]))
     for dst_index, src_index in zip(np.ndindex(*dst.shape[:-1]), leading, strict=True):
         row = 0
         for i, n in zip(src_index, shape[:-1], strict=True):
             row = row * n + i
-        piece = dst[dst_index]
-        runs.append((row * shape[-1] + src[-1].start, [piece], piece.nbytes))
+        runs.append((row * shape[-1] + src[-1].start, dst[dst_index]))
     return runs
 
 
@@ -216,14 +186,3 @@ def _contiguous_start(shape: tuple[int, ...], block: tuple[slice, ...]) -> int |
         spread = spread or s.stop - s.start > 1
         start = start * n + s.start
     return start
-
-
-def _buffers(dst: np.ndarray) -> list[np.ndarray] | None:
-    """`dst` as C-contiguous pieces in C order (rows of a strided view), for preadv; None if it has none."""
-    pieces = [dst]
-    while not pieces[0].flags.c_contiguous:
-        if pieces[0].ndim <= 1:
-            return None
-        pieces = [row for piece in pieces for row in piece]
-    return pieces
-

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ._gather import copy_into
 from .cache import Batch, ChunkCache, new_token
 from .chunks import ChunkSource, band_nbytes
 from .direct import ChunkFiles
@@ -28,8 +29,8 @@ log = logging.getLogger(__name__)
 
 Box = tuple[tuple[int, ...], tuple[int, ...]]  # (start, stop) per dimension
 # A block of one read unit and where it goes: (unit coords, block in the unit,
-# destination array, block in the destination).
-Block = tuple[tuple[int, ...], tuple[slice, ...], np.ndarray, tuple[slice, ...]]
+# the destination: a view of the output).
+Block = tuple[tuple[int, ...], tuple[slice, ...], np.ndarray]
 
 
 def linear_boxes(first: int, last: int, shape: tuple[int, ...]) -> list[Box]:
@@ -57,11 +58,21 @@ def linear_boxes(first: int, last: int, shape: tuple[int, ...]) -> list[Box]:
     return boxes
 
 
-# One thread copies into replies at a time. Copies release the GIL (numpy's
-# and preadv's do), and on 2 vCPUs two FUSE threads copying at once hand the
-# GIL to each other at every copy, which costs more than running the copies in
-# parallel gains: a cold 1 GiB `dd` of an uncompressed array ran 18% faster
-# with copies serialized. Nothing that waits (for a load, for the disk) holds it.
+def copy_block(destination: np.ndarray, source: np.ndarray) -> None:
+    """`destination[...] = source`, keeping the GIL when no conversion is needed (see `_gather`)."""
+    if source.dtype == destination.dtype:
+        copy_into(destination, source)
+    else:  # another byte order (a 0-d chunk indexed with () is a native scalar): numpy converts
+        destination[...] = source
+
+
+# One thread copies into replies at a time. Copies of decoded chunks and
+# page-cache reads keep the GIL (`_gather`); preadvs that may wait for the
+# disk and decoding release it, and on 2 vCPUs two FUSE threads copying at once
+# hand the GIL to each other at every copy, which costs more than running the
+# copies in parallel gains: a cold 1 GiB `dd` of an uncompressed array ran 18%
+# faster with copies serialized. Nothing that waits (for a load, for the disk)
+# holds it.
 COPY_LOCK = threading.Lock()
 
 # A sequential reader gets this many bytes assembled at once and then served
@@ -161,7 +172,7 @@ class ArrayReader:
                 window = self._window(stream, start, stop)
                 if window is not None:
                     base, data = window
-                    out[:size] = data[start - base:stop - base]
+                    copy_block(out[:size], data[start - base:stop - base])
                     return size
         self._fill_bytes(start, stop, out if len(out) == size else out[:size])
         return size
@@ -228,7 +239,7 @@ class ArrayReader:
             pieces.append(((*lead, c), lo, min(column_stop, base + step) - base, base + lo - column))
         if self._files is not None:
             rows = tuple(slice(i, i + 1) for i in within_index)
-            self._fill_blocks([(coord, (*rows, slice(lo, hi)), target, (slice(at, at + hi - lo),))
+            self._fill_blocks([(coord, (*rows, slice(lo, hi)), target[at:at + hi - lo])
                                for coord, lo, hi, at in pieces])
             return
         prefix = self._key_prefix
@@ -241,7 +252,7 @@ class ArrayReader:
             if chunk is None:
                 target[at:at + hi - lo] = self.meta.fill_value
             else:
-                target[at:at + hi - lo] = chunk[within_index][lo:hi]
+                copy_block(target[at:at + hi - lo], chunk[within_index][lo:hi])
 
     def _fill_boxes(self, first: int, last: int, target: np.ndarray) -> None:
         """As `_fill_elements`, for any range: box by box, from the units each box crosses."""
@@ -259,7 +270,8 @@ class ArrayReader:
                     end = min(b, (c + 1) * unit)
                     src.append(slice(begin - c * unit, end - c * unit))
                     dst.append(slice(begin - a, end - a))
-                blocks.append((coords, tuple(src), view, tuple(dst)))
+                # A 0-d box is the view itself: indexing it with () would give a scalar, not a view.
+                blocks.append((coords, tuple(src), view[tuple(dst)] if dst else view))
             position += size
         self._fill_blocks(blocks)
 
@@ -285,20 +297,20 @@ class ArrayReader:
         if pending:
             self._wait(pending, values)
         with COPY_LOCK:
-            for coords, src, view, dst in blocks:
+            for coords, src, destination in blocks:
                 chunk = values[(prefix, coords)]
                 if chunk is None:
-                    view[dst] = self.meta.fill_value
+                    destination[...] = self.meta.fill_value
                 else:
-                    view[dst] = chunk[src]
+                    copy_block(destination, chunk[src])
 
-    def _read_raw(self, coords: tuple[int, ...], src: tuple[slice, ...], view: np.ndarray,
-                  dst: tuple[slice, ...], cached_only: bool = False) -> bool | None:
+    def _read_raw(self, coords: tuple[int, ...], src: tuple[slice, ...], destination: np.ndarray,
+                  cached_only: bool = False) -> bool | None:
         assert self._files is not None
         path = self.source.raw_file(coords)
         if path is None:
             return False
-        return self._files.read_block(self._token, path, self.read_shape, src, view[dst], cached_only=cached_only)
+        return self._files.read_block(self._token, path, self.read_shape, src, destination, cached_only=cached_only)
 
     def _wait(self, pending: dict, values: dict) -> None:
         _, late = wait(pending.values(), timeout=self.timeout)

@@ -1,0 +1,158 @@
+"""zarrfs._gather: strided copies and preadv2 into strided blocks, checked against numpy."""
+
+from __future__ import annotations
+
+import errno
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from zarrfs._gather import copy_into, preadv_into
+
+DTYPES = ["u1", "<u2", ">i4", "<f8", "M8[s]", "S3", "c16"]
+
+
+@st.composite
+def strided_views(draw: st.DrawFn) -> tuple[np.ndarray, tuple[slice, ...]]:
+    """A base array and slices of it with steps, negative ones and size-1 axes included."""
+    ndim = draw(st.integers(0, 4))
+    shape = tuple(draw(st.integers(1, 7)) for _ in range(ndim))
+    dtype = np.dtype(draw(st.sampled_from(DTYPES)))
+    slices = []
+    for n in shape:
+        start = draw(st.integers(0, n - 1))
+        stop = draw(st.integers(start + 1, n))
+        step = draw(st.sampled_from([1, 1, 2, -1]))
+        slices.append(slice(start, stop, step) if step > 0 else slice(stop - 1, start - 1 if start else None, -1))
+    return np.zeros(shape, dtype), tuple(slices)
+
+
+def _filled(shape: tuple[int, ...], dtype: np.dtype, seed: int) -> np.ndarray:
+    raw = np.random.default_rng(seed).integers(0, 256, int(np.prod(shape)) * dtype.itemsize, dtype=np.uint8)
+    return raw.view(dtype).reshape(shape)
+
+
+@settings(max_examples=300, deadline=None)
+@given(strided_views(), st.integers(0, 2**32 - 1), st.booleans())
+def test_copy_into_equals_numpy_assignment(case: tuple[np.ndarray, tuple[slice, ...]], seed: int,
+                                           transposed_source: bool) -> None:
+    base, index = case
+    destination = base[(*index, ...)]  # a view even when 0-d (base[()] is a scalar)
+    wanted_shape = destination.shape
+    source = _filled(wanted_shape[::-1], base.dtype, seed).T if transposed_source else _filled(wanted_shape, base.dtype, seed)
+    expected = base.copy()
+    expected[index] = source
+    copy_into(destination, source)
+    assert base.tobytes() == expected.tobytes()  # the block written, nothing around it
+
+
+@settings(max_examples=200, deadline=None)
+@given(strided_views(), st.integers(0, 64))
+def test_preadv_into_equals_file_bytes(tmp_path_factory: pytest.TempPathFactory,
+                                       case: tuple[np.ndarray, tuple[slice, ...]], offset: int) -> None:
+    base, index = case
+    destination = base[(*index, ...)]  # a view even when 0-d (base[()] is a scalar)
+    content = np.random.default_rng(offset).integers(0, 256, destination.nbytes + offset + 7, dtype=np.uint8)
+    path = tmp_path_factory.mktemp("gather") / "chunk"
+    path.write_bytes(content.tobytes())
+    expected = base.copy()
+    expected[index] = content[offset:offset + destination.nbytes].view(base.dtype).reshape(destination.shape)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        assert preadv_into(fd, destination, offset, 0) == destination.nbytes
+    finally:
+        os.close(fd)
+    assert base.tobytes() == expected.tobytes()
+
+
+@pytest.fixture
+def chunk_file(tmp_path: Path) -> tuple[Path, bytes]:
+    data = np.arange(1 << 16, dtype=np.uint8).tobytes() * 2
+    path = tmp_path / "chunk"
+    path.write_bytes(data)
+    return path, data
+
+
+def test_preadv_into_batches_more_runs_than_one_call_takes(chunk_file: tuple[Path, bytes]) -> None:
+    path, data = chunk_file
+    out = np.zeros((3000, 4), np.uint8)
+    destination = out[:, :2]  # 3,000 runs of 2 bytes: more than IOV_MAX (1024) buffers
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        assert preadv_into(fd, destination, 10, 0) == 6000
+    finally:
+        os.close(fd)
+    assert destination.tobytes() == data[10:6010]
+    assert not out[:, 2:].any()
+
+
+def test_preadv_into_reports_a_short_file(chunk_file: tuple[Path, bytes]) -> None:
+    path, data = chunk_file
+    out = np.zeros((4, 100), np.uint8)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        assert preadv_into(fd, out[:, ::2], len(data) - 30, 0) == 30
+    finally:
+        os.close(fd)
+    assert out[:, ::2].tobytes()[:30] == data[-30:]
+
+
+def test_preadv_into_raises_oserror_for_a_bad_descriptor(tmp_path: Path) -> None:
+    fd = os.open(tmp_path, os.O_RDONLY)  # a directory: read(2) says EISDIR
+    try:
+        with pytest.raises(OSError) as raised:
+            preadv_into(fd, np.zeros(8, np.uint8), 0, 0)
+    finally:
+        os.close(fd)
+    assert raised.value.errno == errno.EISDIR
+    with pytest.raises(OSError) as raised:
+        preadv_into(fd, np.zeros(8, np.uint8), 0, 0)  # closed now
+    assert raised.value.errno == errno.EBADF
+
+
+def test_preadv_into_with_nowait_never_waits_for_the_disk(chunk_file: tuple[Path, bytes]) -> None:
+    """Evicted pages: EAGAIN (BlockingIOError) or a short read, never a wait; cached pages: the bytes."""
+    path, data = chunk_file
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        out = np.zeros(len(data), np.uint8)
+        try:
+            got = preadv_into(fd, out, 0, os.RWF_NOWAIT)
+        except BlockingIOError:
+            got = 0
+        except OSError as exc:  # a file system without RWF_NOWAIT support
+            assert exc.errno in (errno.EOPNOTSUPP, errno.EINVAL)
+            return
+        assert out.tobytes()[:got] == data[:got]
+        assert preadv_into(fd, out, 0, 0) == len(data)  # may wait: reads it in
+        assert preadv_into(fd, out, 0, os.RWF_NOWAIT) == len(data)
+    finally:
+        os.close(fd)
+    assert out.tobytes() == data
+
+
+def test_copy_into_refuses_blocks_that_differ() -> None:
+    with pytest.raises(ValueError, match="shape or element size"):
+        copy_into(np.zeros((2, 3), "u2"), np.zeros((3, 2), "u2"))
+    with pytest.raises(ValueError, match="shape or element size"):
+        copy_into(np.zeros(4, "u2"), np.zeros(4, "u4"))
+
+
+def test_read_only_destinations_are_refused(chunk_file: tuple[Path, bytes]) -> None:
+    frozen = np.zeros(8, np.uint8)
+    frozen.flags.writeable = False
+    with pytest.raises((BufferError, ValueError)):
+        copy_into(frozen, np.ones(8, np.uint8))
+    fd = os.open(chunk_file[0], os.O_RDONLY)
+    try:
+        with pytest.raises((BufferError, ValueError)):
+            preadv_into(fd, frozen, 0, 0)
+    finally:
+        os.close(fd)
+    assert not frozen.any()
