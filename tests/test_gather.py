@@ -156,3 +156,10 @@ def test_read_only_destinations_are_refused(chunk_file: tuple[Path, bytes]) -> N
     finally:
         os.close(fd)
     assert not frozen.any()
+
+
+def test_copy_into_a_long_block_releases_the_gil_and_copies_it() -> None:
+    source = np.arange(3 << 20, dtype=np.uint32).reshape(-1, 1024)  # 12 MiB: past the 8 MiB hold limit
+    destination = np.zeros((source.shape[0], 2048), np.uint32)[:, ::2]
+    copy_into(destination, source)
+    assert np.array_equal(destination, source)

@@ -20,6 +20,7 @@
 #include <sys/uio.h>
 
 #define MAX_DIMS 64
+#define LONG_COPY_BYTES (8 << 20)
 
 /* Number of innermost bytes contiguous in every view, and the last outer axis
  * (-1 when the whole block is one run). Axes of extent 1 never break a run. */
@@ -76,8 +77,8 @@ static int get_view(PyObject *obj, Py_buffer *view, int writable) {
 PyDoc_STRVAR(copy_into_doc,
 "copy_into(dst, src)\n\n"
 "Copy the block `src` into the writable block `dst` of the same shape and\n"
-"element size, holding the GIL. The bytes are copied as they are: pass blocks\n"
-"of one dtype.");
+"element size, holding the GIL unless it is longer than 8 MiB. The bytes are\n"
+"copied as they are: pass blocks of one dtype.");
 
 static PyObject *copy_into(PyObject *module, PyObject *args) {
     PyObject *dst_obj, *src_obj;
@@ -104,11 +105,16 @@ static PyObject *copy_into(PyObject *module, PyObject *args) {
         Py_ssize_t run = contiguous_run(&dst, &src, &outer_last);
         Py_ssize_t runs = outer_count(&dst, outer_last);
         Py_ssize_t index[MAX_DIMS] = {0};
+        /* FUSE requests are at most 1 MiB; a caller copying more (a whole
+         * array, say) must not stall every other thread for that long. */
+        PyThreadState *released = dst.len > LONG_COPY_BYTES ? PyEval_SaveThread() : NULL;
         for (Py_ssize_t i = 0; i < runs; i++) {
             memmove((char *)dst.buf + offset_of(&dst, index, outer_last),
                     (const char *)src.buf + offset_of(&src, index, outer_last), run);
             advance(&dst, index, outer_last);
         }
+        if (released != NULL)
+            PyEval_RestoreThread(released);
     }
     PyBuffer_Release(&dst);
     PyBuffer_Release(&src);
