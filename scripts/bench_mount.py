@@ -10,7 +10,9 @@ In one run, interleaved, medians of --repeat runs:
       dropped, p50/p99, against the ceiling;
   (d) peak daemon RSS (VmHWM) streaming a 1 GiB array with --cache-size 256M;
   and decodes per chunk from the mount's .zarrfs-stats.json (uncompressed local
-  chunks are not decoded but read from their files: bytes read per array byte).
+  chunks are not decoded but read from their files: bytes read per array byte),
+  and the CPU seconds each cold read cost (the FUSE daemon's plus dd's): on 2
+  vCPUs a read cannot take less than half of that.
 
     python scripts/bench_mount.py [--repeat 3] [--stores blosc-lz4,zstd-3,uncompressed,sharded-zstd]
 """
@@ -22,6 +24,7 @@ import json
 import math
 import os
 import random
+import resource
 import statistics
 import subprocess
 import sys
@@ -86,6 +89,23 @@ def dd_seconds(path: Path) -> float:
     return time.perf_counter() - start
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds process `pid` has used so far, all its threads."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def dd_with_cpu(path: Path, daemon: int) -> tuple[float, float]:
+    """`dd_seconds(path)`, and the CPU seconds the read cost: the FUSE daemon's plus dd's."""
+    def spent() -> float:
+        children = resource.getrusage(resource.RUSAGE_CHILDREN)  # dd, once reaped
+        return cpu_seconds(daemon) + children.ru_utime + children.ru_stime
+
+    before = spent()
+    seconds = dd_seconds(path)
+    return seconds, spent() - before
+
+
 def drop_pages(path: Path) -> None:
     fd = os.open(path, os.O_RDONLY)
     try:
@@ -143,26 +163,32 @@ def run_store(store: str, work: Path, repeat: int, cache_size: str) -> dict:
     chunks = math.prod(-(-s // c) for s, c in zip(SHAPE, CHUNKS))
     results: dict[str, list[float]] = {k: [] for k in (
         "cold", "zp3", "ceiling_cold", "second", "ceiling_second", "plain_second")}
+    cpu: dict[str, list[float]] = {"zarrfs": [], "ceiling": []}  # CPU seconds of the cold read
     decodes: list[float] = []
     raw_bytes: list[float] = []  # uncompressed local chunks are read from their files, not decoded
     for _ in range(repeat):
         warm_page_cache(path)
         results["zp3"].append(zarr_python_seconds(store))
         warm_page_cache(path)
-        with mounted(zarrfs_mount(path, work / "z", cache_size), work / "z"):
-            results["cold"].append(dd_seconds(raw))
+        with mounted(zarrfs_mount(path, work / "z", cache_size), work / "z") as pid:
+            took, spent = dd_with_cpu(raw, pid)
+            results["cold"].append(took)
+            cpu["zarrfs"].append(spent)
             results["second"].append(dd_seconds(raw))
             counters = stats(work / "z")
             decodes.append(counters["cache"]["loads"] / chunks)
             raw_bytes.append(counters["raw_chunk_reads"]["bytes"] / NBYTES)
-        with mounted(ceiling_mount(work / "c"), work / "c"):
-            results["ceiling_cold"].append(dd_seconds(ceiling_file))
+        with mounted(ceiling_mount(work / "c"), work / "c") as pid:
+            took, spent = dd_with_cpu(ceiling_file, pid)
+            results["ceiling_cold"].append(took)
+            cpu["ceiling"].append(spent)
             results["ceiling_second"].append(dd_seconds(ceiling_file))
         plain = work / "plain.bin"
         dd_seconds(plain)
         results["plain_second"].append(dd_seconds(plain))
     gbps = {k: NBYTES / 1e9 / statistics.median(v) for k, v in results.items()}
     return {"gbps": gbps, "decodes_per_chunk": statistics.median(decodes),
+            "cpu": {k: statistics.median(v) for k, v in cpu.items()},
             "raw_bytes_per_byte": statistics.median(raw_bytes)}
 
 
@@ -198,8 +224,8 @@ def main() -> None:
                 plain.write(os.urandom(1 << 24))
         print("(a) cold sequential dd bs=1M, (b) second read; GB/s, medians of", args.repeat)
         print("| store | zarrfs cold | zarr-python z[:] | ceiling cold | vs zp3 | vs ceiling | "
-              "zarrfs 2nd | ceiling 2nd | plain 2nd | 2nd vs ceiling 2nd | decodes/chunk |")
-        print("|---|---|---|---|---|---|---|---|---|---|---|")
+              "zarrfs 2nd | ceiling 2nd | plain 2nd | 2nd vs ceiling 2nd | decodes/chunk | cold CPU-s zarrfs / ceiling |")
+        print("|---|---|---|---|---|---|---|---|---|---|---|---|")
         for store in args.stores.split(","):
             r = run_store(store, work, args.repeat, args.cache_size)
             g = r["gbps"]
@@ -208,7 +234,7 @@ def main() -> None:
                   f"{g['ceiling_second']:.2f} | {g['plain_second']:.2f} | "
                   f"{g['second'] / g['ceiling_second']:.2f}x | {r['decodes_per_chunk']:.2f}"
                   + (f" (read raw: {r['raw_bytes_per_byte']:.2f} B/B)" if r["raw_bytes_per_byte"] else "")
-                  + " |", flush=True)
+                  + f" | {r['cpu']['zarrfs']:.2f} / {r['cpu']['ceiling']:.2f} |", flush=True)
         store = args.stores.split(",")[0]
         p = run_preads(store, work)
         print(f"\n(c) {PREADS} random 4 KiB preads, warm daemon cache, {store}: p50 {p['p50']:.0f} us "

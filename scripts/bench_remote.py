@@ -8,7 +8,8 @@ medians of --repeat runs:
   zarr-python  `z[:]` over fsspec HTTP (fresh process)
   tensorstore  `read()` over its HTTP kvstore (fresh process)
 The server counts what each peer asked for: requests, most in flight at once,
-bytes sent (against the store's bytes on disk).
+bytes sent (against the store's bytes on disk). CPU seconds of each read: the
+zarrfs daemon's plus dd's, the peer process's (the server's are not counted).
 
     python scripts/bench_remote.py [--repeat 3] [--stores blosc-lz4,sharded-zstd] [--latency-ms 20]
 """
@@ -32,7 +33,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_data import SHAPE, ensure_store, stored_bytes, warm_page_cache  # noqa: E402
-from bench_mount import dd_seconds, mounted, stats  # noqa: E402
+from bench_mount import dd_with_cpu, mounted, stats  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 NBYTES = math.prod(SHAPE) * 4
@@ -182,32 +183,37 @@ def run_zarr_python(url: str) -> dict:
     import zarr
 
     array = zarr.open_array(url, mode="r")
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     data = array[:]
-    return {"seconds": time.perf_counter() - start, "checksum": float(data[::4096, 0].sum())}
+    return {"seconds": time.perf_counter() - start, "cpu": time.process_time() - cpu,
+            "checksum": float(data[::4096, 0].sum())}
 
 
 def run_tensorstore(url: str) -> dict:
     import tensorstore as ts
 
     store = ts.open({"driver": "zarr3", "kvstore": {"driver": "http", "base_url": url}}).result()
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     data = store.read().result()
-    return {"seconds": time.perf_counter() - start, "checksum": float(data[::4096, 0].sum())}
+    return {"seconds": time.perf_counter() - start, "cpu": time.process_time() - cpu,
+            "checksum": float(data[::4096, 0].sum())}
 
 
-def measure_process(peer: str, url: str) -> float:
+def measure_process(peer: str, url: str) -> tuple[float, float]:
+    """Seconds and CPU seconds of the peer's read, in a fresh process."""
     out = subprocess.run([sys.executable, __file__, "--one", peer, url], capture_output=True, text=True, check=True)
-    return json.loads(out.stdout.strip().splitlines()[-1])["seconds"]
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    return result["seconds"], result["cpu"]
 
 
-def measure_zarrfs(url: str, store: str, work: Path, cache_size: str) -> tuple[float, dict]:
+def measure_zarrfs(url: str, store: str, work: Path, cache_size: str) -> tuple[float, float, dict]:
+    """Seconds and CPU seconds (daemon and dd) of a cold `dd`, and the mount's store counters."""
     mountpoint = work / "mnt"
     command = [sys.executable, "-m", "zarrfs", "mount", "--foreground", "--cache-size", cache_size, url,
                str(mountpoint)]
-    with mounted(command, mountpoint):
-        seconds = dd_seconds(mountpoint / f"{store}.raw")
-        return seconds, stats(mountpoint)["store"]
+    with mounted(command, mountpoint) as pid:
+        seconds, cpu = dd_with_cpu(mountpoint / f"{store}.raw", pid)
+        return seconds, cpu, stats(mountpoint)["store"]
 
 
 def run_store(store: str, server: Server, work: Path, repeat: int, cache_size: str) -> dict:
@@ -215,6 +221,7 @@ def run_store(store: str, server: Server, work: Path, repeat: int, cache_size: s
     url = f"{server.url}/{path.name}"
     stored = stored_bytes(path)
     seconds: dict[str, list[float]] = {p: [] for p in PEERS}
+    cpu: dict[str, list[float]] = {p: [] for p in PEERS}
     seen: dict[str, list[dict]] = {p: [] for p in PEERS}
     ours: list[dict] = []
     for _ in range(repeat):
@@ -222,16 +229,17 @@ def run_store(store: str, server: Server, work: Path, repeat: int, cache_size: s
             warm_page_cache(path)
             server.counts(reset=True)
             if peer == "zarrfs":
-                took, store_stats = measure_zarrfs(url, store, work, cache_size)
+                took, spent, store_stats = measure_zarrfs(url, store, work, cache_size)
                 ours.append(store_stats)
             else:
-                took = measure_process(peer, url)
+                took, spent = measure_process(peer, url)
             seconds[peer].append(took)
+            cpu[peer].append(spent)
             seen[peer].append(server.counts())
     gbps = {p: NBYTES / 1e9 / statistics.median(v) for p, v in seconds.items()}
     med = {p: {k: statistics.median(c[k] for c in seen[p]) for k in ("requests", "max_in_flight", "bytes_sent")}
            for p in PEERS}
-    return {"gbps": gbps, "server": med, "stored": stored,
+    return {"gbps": gbps, "server": med, "stored": stored, "cpu": {p: statistics.median(v) for p, v in cpu.items()},
             "zarrfs_max_in_flight": statistics.median(s["max_in_flight"] for s in ours),
             "zarrfs_bytes_fetched": statistics.median(s["bytes_fetched"] for s in ours)}
 
@@ -262,17 +270,19 @@ def main() -> None:
             print(f"HTTP, {args.latency_ms:g} ms per request; GB/s of the 1 GiB array, medians of {args.repeat}; "
                   "requests / max in flight / bytes sent as the server counted them")
             print("| store | zarrfs | zarr-python | tensorstore | vs zarr-python | vs tensorstore | "
-                  "requests zarrfs / zp3 / ts | max in flight zarrfs / zp3 / ts | fetched/stored zarrfs / zp3 / ts |")
-            print("|---|---|---|---|---|---|---|---|---|")
+                  "requests zarrfs / zp3 / ts | max in flight zarrfs / zp3 / ts | fetched/stored zarrfs / zp3 / ts | "
+                  "CPU-s zarrfs / zp3 / ts |")
+            print("|---|---|---|---|---|---|---|---|---|---|")
             for store in stores:
                 r = run_store(store, server, Path(tmp), args.repeat, args.cache_size)
                 g, s = r["gbps"], r["server"]
                 requests = " / ".join(f"{s[p]['requests']:.0f}" for p in PEERS)
                 in_flight = " / ".join(f"{s[p]['max_in_flight']:.0f}" for p in PEERS)
                 ratio = " / ".join(f"{s[p]['bytes_sent'] / r['stored']:.3f}" for p in PEERS)
+                spent = " / ".join(f"{r['cpu'][p]:.2f}" for p in PEERS)
                 print(f"| {store} | {g['zarrfs']:.2f} | {g['zarr-python']:.2f} | {g['tensorstore']:.2f} | "
                       f"{g['zarrfs'] / g['zarr-python']:.2f}x | {g['zarrfs'] / g['tensorstore']:.2f}x | "
-                      f"{requests} | {in_flight} | {ratio} |", flush=True)
+                      f"{requests} | {in_flight} | {ratio} | {spent} |", flush=True)
                 print(f"  zarrfs's own counters: max in flight {r['zarrfs_max_in_flight']:.0f}, "
                       f"bytes fetched / stored {r['zarrfs_bytes_fetched'] / r['stored']:.3f}", flush=True)
         finally:
