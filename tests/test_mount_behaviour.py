@@ -255,8 +255,9 @@ def test_reads_beside_a_corrupt_chunk_still_work(corrupt: tuple[Mount, np.ndarra
         assert os.pread(fd, 512, BAD_ROW * SIDE + 4 * 512) == data[BAD_ROW, 2048:2560].tobytes()
     finally:
         os.close(fd)
-    # A sequential read (cat, np.load) that stops 1.5 MiB before the band of
-    # the bad chunk: further than the kernel's readahead (1 MiB as zarrfs sets it).
+    # A sequential read (cat, np.load) of 512 KiB that stops 1.5 MiB before the
+    # band of the bad chunk: the kernel's first readahead for it is 1 MiB, and
+    # it never reaches the mark that would start the next.
     with open(mount / "big.raw", "rb") as file:
         file.seek(6 * 512 * SIDE)
         assert file.read(128 * SIDE) == data[6 * 512:6 * 512 + 128].tobytes()
