@@ -161,6 +161,81 @@ def stalling_server(tmp_path: Path) -> Iterator[str]:
         server.server_close()
 
 
+class SlowArraysHandler(SimpleHTTPRequestHandler):
+    """Static files; chunks of arrays named slow* wait until `release` is set (60 s at most)."""
+
+    release = threading.Event()
+    held: set[str] = set()  # arrays whose chunks have been asked for and held back
+
+    def do_GET(self) -> None:  # noqa: N802 - the http.server name
+        parts = self.path.strip("/").split("/")
+        if parts[0].startswith("slow") and parts[-1][:1].isdigit():
+            self.held.add(parts[0])
+            self.release.wait(60)
+        try:
+            super().do_GET()
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+
+    def log_message(self, *_: object) -> None:
+        pass
+
+
+STUCK_READERS = 10  # more than the 8 FUSE threads zarrfs had, which all 10 would have held
+
+
+def test_readers_stuck_on_a_slow_array_leave_the_rest_of_the_mount_answering(tmp_path: Path) -> None:
+    """Reads waiting on a stalled store hold FUSE threads and readahead slots; there are enough of
+    both left for lookups, listings and reads of arrays the store still serves."""
+    store = tmp_path / "s.zarr"
+    group = zarr.open_group(str(store), mode="w", zarr_format=2)
+    for i in range(STUCK_READERS):
+        group.create_array(f"slow{i}", shape=(2048, 2048), chunks=(256, 2048), dtype="u1")[...] = i
+    fast = np.arange(2048 * 2048, dtype=np.uint32).reshape(2048, 2048) % 251
+    group.create_array("fast", shape=fast.shape, chunks=(256, 2048), dtype="u1")[...] = fast
+    zarr.consolidate_metadata(str(store))
+    SlowArraysHandler.release.clear()
+    SlowArraysHandler.held.clear()
+    server = BackloggedHTTPServer(("127.0.0.1", 0), functools.partial(SlowArraysHandler, directory=str(store)))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    outcomes: dict[int, object] = {}
+    try:
+        mount = Mount(f"http://127.0.0.1:{server.server_address[1]}", tmp_path / "mnt",  # type: ignore[arg-type]
+                      tmp_path / "log", ("--timeout", "30"))
+        with mounted_many([mount]):
+            def read(i: int) -> None:
+                try:
+                    outcomes[i] = (mount / f"slow{i}.raw").read_bytes() == bytes([i]) * 2048 * 2048
+                except OSError as exc:
+                    outcomes[i] = exc
+
+            readers = [threading.Thread(target=read, args=(i,), daemon=True) for i in range(STUCK_READERS)]
+            for reader in readers:
+                reader.start()
+            # The daemon asks for an array's chunks only once a read of it has reached a FUSE thread.
+            assert wait_until(lambda: len(SlowArraysHandler.held) == STUCK_READERS, 10), \
+                f"reads of only {len(SlowArraysHandler.held)} of {STUCK_READERS} arrays reached the daemon"
+            took = {}
+            for what, call in [("stat", lambda: os.stat(mount / "fast.json")),
+                               ("listdir", lambda: os.listdir(mount.root)),
+                               ("read", lambda: (mount / "fast.raw").read_bytes() == fast.astype("u1").tobytes())]:
+                started = time.monotonic()
+                assert call(), what
+                took[what] = time.monotonic() - started
+            print(f"with {STUCK_READERS} readers stuck on the store: " +
+                  ", ".join(f"{what} {seconds:.2f} s" for what, seconds in took.items()))
+            assert max(took.values()) < 5, took
+            assert not outcomes, "the stuck readers should still be waiting"
+            SlowArraysHandler.release.set()
+            for reader in readers:
+                reader.join(30)
+            assert outcomes == {i: True for i in range(STUCK_READERS)}
+    finally:
+        SlowArraysHandler.release.set()
+        server.shutdown()
+        server.server_close()
+
+
 def test_sigterm_with_reads_stuck_on_a_slow_store(stalling_server: str, tmp_path: Path) -> None:
     """Reads wait on a store that does not answer: the daemon still leaves within the grace period."""
     mount = url_mount(stalling_server, tmp_path, foreground=True,

@@ -76,10 +76,12 @@ class OpenFile:
 class ZarrOperations(mfusepy.Operations):
     use_ns = True
 
-    def __init__(self, tree: VirtualTree, *, attr_timeout: float, on_ready: Callable[[], None] | None = None) -> None:
+    def __init__(self, tree: VirtualTree, *, attr_timeout: float, on_ready: Callable[[], None] | None = None,
+                 max_background: int | None = None) -> None:
         self.tree = tree
         self.attr_timeout = attr_timeout
         self.on_ready = on_ready
+        self.max_background = max_background  # kernel readahead requests in flight (None: its default, 12)
         self._handles: dict[int, OpenFile] = {}
         self._next_handle = itertools.count(1)
         self._lock = threading.Lock()
@@ -90,6 +92,9 @@ class ZarrOperations(mfusepy.Operations):
     # ------------------------------------------------------------- lifecycle
 
     def init_with_config(self, conn: Any, config: Any) -> None:
+        if conn is not None and self.max_background:
+            conn.max_background = self.max_background
+            conn.congestion_threshold = self.max_background * 3 // 4  # the kernel's own default ratio
         if config is not None:
             # The data never changes while mounted: let the kernel keep
             # attributes, names and pages for as long as it likes.

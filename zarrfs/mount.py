@@ -129,18 +129,40 @@ def sd_notify(message: str) -> None:
         sock.sendto(message.encode(), address)
 
 
-READ_AHEAD_KB = 4096
+# Kernel readahead of a mounted file, by where the store is (see raise_readahead).
+READ_AHEAD_LOCAL_KB = 4096
+READ_AHEAD_REMOTE_KB = 1024
+# Readahead requests the kernel keeps in flight, all open files together (its
+# default is 12). Each holds a FUSE thread until answered, and a reader waiting
+# on a slow store holds its requests for as long as the store takes.
+MAX_BACKGROUND = 24
+# FUSE threads: every request in flight holds one until it is answered. Up to
+# MAX_BACKGROUND of them are readahead; the rest stay free for lookups,
+# listings and direct reads while readers wait on a slow store. With 8
+# threads (zarrfs's earlier setting) and the kernel's 12 readahead slots, 9
+# readers stuck on a stalled HTTP store made `stat` of any other file wait out
+# their timeouts (80 s); now 10 stuck readers leave everything else answering
+# at once (20 exhaust the readahead slots: reads of other files wait, lookups
+# and listings do not).
+# The price: a request in flight holds libfuse's 1 MiB reply buffer. A
+# 16-reader soak (scripts/soak.py, 32 MiB budget) peaked at budget + 102-115
+# MiB with 32 threads against + 71-78 MiB with 8, at the same throughput.
+MAX_THREADS = MAX_BACKGROUND + 8
+MAX_IDLE_THREADS = 8  # threads beyond these exit when idle
 
 
-def raise_readahead(mountpoint: str) -> None:
+def raise_readahead(mountpoint: str, kilobytes: int) -> None:
     """Let page-cache reads reach the daemon as 1 MiB requests, several at once.
 
     The kernel sizes FUSE readahead from the mount's bdi `read_ahead_kb`
     (default 128); 1 MiB is libfuse 3's largest request. Measured with
     scripts/fuse_probe.py: 1024 gives 8x fewer requests and less daemon CPU
     per GiB than 128. 4096 keeps up to four 1 MiB requests in flight, so both
-    FUSE threads of a 2-vCPU machine have one: cold `dd` 5-10% faster than
-    with 1024 (blosc-lz4, uncompressed; zstd unchanged); 16384 was no faster.
+    FUSE threads of a 2-vCPU machine have one: cold `dd` of a local store
+    5-10% faster than with 1024 (blosc-lz4, uncompressed; zstd unchanged);
+    16384 was no faster. Remote stores keep 1024: a reader waiting on a slow
+    store holds every readahead request it has in flight, and four per reader
+    used up the kernel's readahead slots with as few as 2 stuck readers.
     Needs root; others keep the default.
     """
     bdi = device(mountpoint)
@@ -148,7 +170,7 @@ def raise_readahead(mountpoint: str) -> None:
         return
     try:
         with open(f"/sys/class/bdi/{bdi}/read_ahead_kb", "w", encoding="ascii") as knob:
-            knob.write(str(READ_AHEAD_KB))
+            knob.write(str(kilobytes))
     except OSError as exc:
         log.info("kept the kernel's default readahead for %s (%s)", mountpoint, exc.strerror)
 
@@ -200,7 +222,8 @@ def serve(options: MountOptions, report: Callable[[str], None] | None = None) ->
         # the check below notices.
         served.set()
         if _wait_until_listable(mountpoint):
-            raise_readahead(mountpoint)
+            local = engine.store.local_path("") is not None
+            raise_readahead(mountpoint, READ_AHEAD_LOCAL_KB if local else READ_AHEAD_REMOTE_KB)
             log.info("mounted %s on %s", engine.store.display_name, mountpoint)
             sd_notify("READY=1")
             report("READY")
@@ -221,15 +244,12 @@ def serve(options: MountOptions, report: Callable[[str], None] | None = None) ->
             stopper.detached()
 
     tune_process()
-    operations = Operations(tree, attr_timeout=options.attr_timeout, on_ready=ready)
+    operations = Operations(tree, attr_timeout=options.attr_timeout, on_ready=ready, max_background=MAX_BACKGROUND)
     fuse_kwargs: dict[str, Any] = {"ro": True, "fsname": f"zarrfs:{engine.store.display_name}"[:200],
                                    "subtype": "zarrfs", "default_permissions": True,
                                    # libfuse 3.14 leaves max_idle_threads at UINT_MAX and prints "Ignoring
-                                   # invalid max threads value" unless it is set. 8 FUSE threads: each
-                                   # holds a 1 MiB libfuse buffer and a reply; with 16, a 16-reader soak
-                                   # peaked at budget + 114 MiB, with 8 at budget + 92 MiB, and ran 15%
-                                   # faster (readahead, not FUSE threads, keeps remote requests in flight).
-                                   "max_threads": 8, "max_idle_threads": 8}
+                                   # invalid max threads value" unless it is set.
+                                   "max_threads": MAX_THREADS, "max_idle_threads": MAX_IDLE_THREADS}
     if options.allow_other:
         fuse_kwargs["allow_other"] = True
     for option in options.fuse_options:
