@@ -7,6 +7,8 @@ medians of --repeat runs:
   zarrfs       `dd bs=1M` of the mounted `.raw` (fresh mount: cold daemon cache)
   zarr-python  `z[:]` over fsspec HTTP (fresh process)
   tensorstore  `read()` over its HTTP kvstore (fresh process)
+and, to show the HTTP client's share, fsspec alone fetching every stored object
+32 at a time with nothing decoded (what zarrfs's remote reads are built on).
 The server counts what each peer asked for: requests, most in flight at once,
 bytes sent (against the store's bytes on disk). CPU seconds of each read: the
 zarrfs daemon's plus dd's, the peer process's (the server's are not counted).
@@ -199,6 +201,19 @@ def run_tensorstore(url: str) -> dict:
             "checksum": float(data[::4096, 0].sum())}
 
 
+def run_fetch_only(url: str) -> dict:
+    """fsspec's HTTP client alone fetching every object of the store, 32 at a time, nothing decoded."""
+    import fsspec
+
+    local = ensure_store(url.rstrip("/").rsplit("/", 1)[1].removesuffix(".zarr"))
+    urls = [f"{url}/{p.relative_to(local)}" for p in sorted(local.rglob("*")) if p.is_file()]
+    fs = fsspec.filesystem("http")
+    start, cpu = time.perf_counter(), time.process_time()
+    fetched = fs.cat(urls, batch_size=32)  # zarrfs's default --max-concurrency
+    return {"seconds": time.perf_counter() - start, "cpu": time.process_time() - cpu,
+            "bytes": sum(len(body) for body in fetched.values())}
+
+
 def measure_process(peer: str, url: str) -> tuple[float, float]:
     """Seconds and CPU seconds of the peer's read, in a fresh process."""
     out = subprocess.run([sys.executable, __file__, "--one", peer, url], capture_output=True, text=True, check=True)
@@ -236,10 +251,12 @@ def run_store(store: str, server: Server, work: Path, repeat: int, cache_size: s
             seconds[peer].append(took)
             cpu[peer].append(spent)
             seen[peer].append(server.counts())
+    fetch_only = [measure_process("fetch-only", url) for _ in range(repeat)]
     gbps = {p: NBYTES / 1e9 / statistics.median(v) for p, v in seconds.items()}
     med = {p: {k: statistics.median(c[k] for c in seen[p]) for k in ("requests", "max_in_flight", "bytes_sent")}
            for p in PEERS}
     return {"gbps": gbps, "server": med, "stored": stored, "cpu": {p: statistics.median(v) for p, v in cpu.items()},
+            "fetch_only": tuple(statistics.median(run[i] for run in fetch_only) for i in (0, 1)),
             "zarrfs_max_in_flight": statistics.median(s["max_in_flight"] for s in ours),
             "zarrfs_bytes_fetched": statistics.median(s["bytes_fetched"] for s in ours)}
 
@@ -260,7 +277,8 @@ def main() -> None:
         return
     if args.one:
         peer, url = args.one
-        print(json.dumps(run_zarr_python(url) if peer == "zarr-python" else run_tensorstore(url)))
+        runs = {"zarr-python": run_zarr_python, "tensorstore": run_tensorstore, "fetch-only": run_fetch_only}
+        print(json.dumps(runs[peer](url)))
         return
     stores = args.stores.split(",")
     root = ensure_store(stores[0]).parent
@@ -285,6 +303,8 @@ def main() -> None:
                       f"{requests} | {in_flight} | {ratio} | {spent} |", flush=True)
                 print(f"  zarrfs's own counters: max in flight {r['zarrfs_max_in_flight']:.0f}, "
                       f"bytes fetched / stored {r['zarrfs_bytes_fetched'] / r['stored']:.3f}", flush=True)
+                print(f"  fsspec's HTTP client alone, every stored object 32 at a time, nothing decoded: "
+                      f"{r['fetch_only'][0]:.2f} s, {r['fetch_only'][1]:.2f} CPU-s", flush=True)
         finally:
             server.stop()
 
