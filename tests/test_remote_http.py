@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import subprocess
 import time
 import warnings
@@ -86,6 +87,24 @@ def test_every_array_through_an_http_mount(served: Served, server: HttpServer, t
                     listing = sorted(p.name for p in (mounts[label] / path).iterdir())
                     for child in spec.children:
                         assert child in listing or f"{child}.npy" in listing, (label, path, child)
+
+
+def read_ahead_kb(mountpoint: Path) -> int:
+    """The kernel readahead of a mount, from its backing device's bdi knob."""
+    device = os.stat(mountpoint).st_dev
+    return int(Path(f"/sys/class/bdi/{os.major(device)}:{os.minor(device)}/read_ahead_kb").read_text())
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="zarrfs sets the readahead only as root")
+def test_readahead_is_4_mib_for_a_local_store_and_1_mib_for_a_remote_one(
+        served: Served, server: HttpServer, tmp_path: Path) -> None:
+    """4 MiB keeps four 1 MiB requests in flight; a remote store keeps 1 MiB so that readers
+    waiting on it hold few of the kernel's readahead slots (zarrfs.mount.raise_readahead)."""
+    store = served.arrays["zp3-root-array"].store
+    local = Mount(store, tmp_path / "local", tmp_path / "local.log")
+    remote = remote_mount(tmp_path, url_of(server, served.root, store), name="remote")
+    with mounted_many([local, remote]):
+        assert (read_ahead_kb(local.root), read_ahead_kb(remote.root)) == (4096, 1024)
 
 
 # --------------------------------------------------------------- metadata
