@@ -199,7 +199,7 @@ def disk_dir() -> Iterator[Path]:
 
 
 def test_cached_only_reads_leave_disk_reads_to_the_caller(disk_dir: Path) -> None:
-    """Under the copy lock only page-cache reads run: a block on disk answers None, then reads normally."""
+    """In the first pass only page-cache reads run: a block on disk answers None, then reads normally."""
     chunk = np.arange(64 * 32, dtype="<i4").reshape(64, 32)
     path = disk_dir / "chunk"
     path.write_bytes(chunk.tobytes())
@@ -243,7 +243,7 @@ def test_replaced_chunk_file_is_read_anew_after_a_metadata_refresh(tmp_path: Pat
 
 
 def test_chunk_path_that_is_not_a_regular_file_is_not_read_raw(tmp_path: Path) -> None:
-    """A FIFO would block open() forever (with the copy lock held); a directory is no chunk either."""
+    """A FIFO would block open() forever; a directory is no chunk either."""
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)
     (tmp_path / "dir").mkdir()

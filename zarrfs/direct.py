@@ -79,12 +79,14 @@ class ChunkFiles:
             handle = self._acquire(key)
         except OSError:  # absent (fill value), or unreadable: the decode path knows what that means
             return False
+        nbytes_read = 0
         try:
             if handle.size != math.prod(chunk_shape) * dst.itemsize:
                 return False
             for start, piece in _runs(chunk_shape, src, dst):
                 if preadv_into(handle.fd, piece, start * dst.itemsize, flags) != piece.nbytes:
                     return None if flags else False  # with RWF_NOWAIT a short read may just be uncached
+            nbytes_read = dst.nbytes
         except BlockingIOError:  # RWF_NOWAIT: nothing of it cached
             return None
         except OSError as exc:
@@ -93,10 +95,7 @@ class ChunkFiles:
                 return None
             return False  # an I/O error: the decode path reads again and reports it
         finally:
-            self._release(handle)
-        with self._lock:
-            self.reads += 1
-            self.bytes_read += dst.nbytes
+            self._release(handle, nbytes_read)
         return True
 
     def stats(self) -> dict[str, int]:
@@ -121,7 +120,7 @@ class ChunkFiles:
                 self._files.move_to_end(key)
                 handle.users += 1
                 return handle
-        # O_NONBLOCK: a FIFO in the store must not hang the read (and the copy lock) in open().
+        # O_NONBLOCK: a FIFO in the store must not hang the read in open().
         fd = os.open(key[1], os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
         try:
             status = os.fstat(fd)
@@ -147,11 +146,15 @@ class ChunkFiles:
             handle.users += 1
             return handle
 
-    def _release(self, handle: _OpenFile) -> None:
+    def _release(self, handle: _OpenFile, nbytes_read: int) -> None:
+        """Done with `handle`; count the read if it filled its block (one lock round trip for both)."""
         with self._lock:
             handle.users -= 1
             if handle.evicted and not handle.users:
                 os.close(handle.fd)
+            if nbytes_read:
+                self.reads += 1
+                self.bytes_read += nbytes_read
 
 
 def _runs(shape: tuple[int, ...], src: tuple[slice, ...], dst: np.ndarray) -> list[tuple[int, np.ndarray]]:

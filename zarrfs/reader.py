@@ -11,7 +11,6 @@ from __future__ import annotations
 import itertools
 import logging
 import math
-import threading
 from collections.abc import Iterator
 from concurrent.futures import wait
 from dataclasses import dataclass, field
@@ -65,15 +64,6 @@ def copy_block(destination: np.ndarray, source: np.ndarray) -> None:
     else:  # another byte order (a 0-d chunk indexed with () is a native scalar): numpy converts
         destination[...] = source
 
-
-# One thread copies into replies at a time. Copies of decoded chunks and
-# page-cache reads keep the GIL (`_gather`); preadvs that may wait for the
-# disk and decoding release it, and on 2 vCPUs two FUSE threads copying at once
-# hand the GIL to each other at every copy, which costs more than running the
-# copies in parallel gains: a cold 1 GiB `dd` of an uncompressed array ran 18%
-# faster with copies serialized. Nothing that waits (for a load, for the disk)
-# holds it.
-COPY_LOCK = threading.Lock()
 
 # A sequential reader gets this many bytes assembled at once and then served
 # by slicing: the per-chunk Python work is paid once per window instead of
@@ -280,13 +270,14 @@ class ArrayReader:
         if self._files is not None:
             undone: list[Block] = []
             uncached: list[Block] = []
-            with COPY_LOCK:  # page-cache reads only: a read that waits for the disk waits outside
-                for block in blocks:
-                    done = self._read_raw(*block, cached_only=True)
-                    if done is None:
-                        uncached.append(block)
-                    elif not done:
-                        undone.append(block)
+            # Page-cache reads first: they keep the GIL (`_gather`) and run
+            # back to back; reads that may wait for the disk release it, after.
+            for block in blocks:
+                done = self._read_raw(*block, cached_only=True)
+                if done is None:
+                    uncached.append(block)
+                elif not done:
+                    undone.append(block)
             undone += [block for block in uncached if not self._read_raw(*block)]
             if not undone:
                 return
@@ -296,13 +287,12 @@ class ArrayReader:
         values, pending = self.cache.get_many(keys, self._load, size_hint=self.unit_nbytes, batch=self._batch)
         if pending:
             self._wait(pending, values)
-        with COPY_LOCK:
-            for coords, src, destination in blocks:
-                chunk = values[(prefix, coords)]
-                if chunk is None:
-                    destination[...] = self.meta.fill_value
-                else:
-                    copy_block(destination, chunk[src])
+        for coords, src, destination in blocks:
+            chunk = values[(prefix, coords)]
+            if chunk is None:
+                destination[...] = self.meta.fill_value
+            else:
+                copy_block(destination, chunk[src])
 
     def _read_raw(self, coords: tuple[int, ...], src: tuple[slice, ...], destination: np.ndarray,
                   cached_only: bool = False) -> bool | None:
