@@ -345,8 +345,15 @@ def test_kill_9_then_unmount_recovers(small: Path, tmp_path: Path) -> None:
         assert (again / "img.raw").read_bytes() == np.arange(2000, dtype="<u2").tobytes()
 
 
+# When the last file closes after a lazy unmount, its RELEASE request races
+# the kernel's teardown of the connection; a FUSE thread that dequeued it then
+# reads ECONNABORTED and libfuse prints this (a few runs in a hundred). The
+# daemon must still exit: it once hung on the stderr lock that line left held.
+LAZY_UNMOUNT_RACE = r"^fuse: reading device: Software caused connection abort$"
+
+
 def test_unmount_busy_then_lazy(small: Path, tmp_path: Path) -> None:
-    with mounted(small, tmp_path / "mnt", tmp_path / "log") as mount:
+    with mounted(small, tmp_path / "mnt", tmp_path / "log", expected_log=[LAZY_UNMOUNT_RACE]) as mount:
         held = open(mount / "img.raw", "rb")  # noqa: SIM115 - must outlive the unmount attempts
         try:
             busy = run_zarrfs("unmount", mount.root)

@@ -261,12 +261,13 @@ def serve(options: MountOptions, report: Callable[[str], None] | None = None) ->
     try:
         ReplyBufferFUSE(operations, mountpoint, foreground=True, raw_fi=True, **fuse_kwargs)
     except RuntimeError as exc:
-        # libfuse's loop reports the signal that ended it as an error; after a
-        # successful mount that is the normal way to stop (SIGTERM, SIGINT).
+        # libfuse's loop reports the signal that ended it as an error, and so a
+        # read of /dev/fuse that the kernel failed as it tore the mount down.
+        # After a successful mount both are normal ways to stop.
         if not served.is_set():
             report(f"ERROR mounting failed: {exc}")
             raise MountError(f"mounting {options.mountpoint} failed: {exc}") from None
-        log.info("stopped by a signal; unmounted")
+        log.info("the FUSE loop ended (a stop signal, or the kernel closed the connection)")
     finally:
         stopper.finished()
         sd_notify("STOPPING=1")

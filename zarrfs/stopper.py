@@ -18,9 +18,10 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import threading
 import time
-from typing import Any
+from typing import Any, NoReturn
 
 log = logging.getLogger(__name__)
 
@@ -103,15 +104,32 @@ class Stopper:
     def _end_in_time(self) -> None:
         time.sleep(self.grace)
         log.warning("exit held %.0f s by loads still waiting on the store; abandoning them", self.grace)
-        logging.shutdown()
-        os._exit(0)
+        end_process(0)
 
     def _force(self, reason: str) -> None:
         """Detach the mount and end the process now; pending reads get ENOTCONN."""
         log.warning("stopping: %s; abandoning them and detaching %s", reason, self.mountpoint)
         detach(self.mountpoint)
-        logging.shutdown()
-        os._exit(0)
+        end_process(0)
+
+
+def end_process(code: int) -> NoReturn:
+    """End the daemon now, after its log, without the interpreter's finalization.
+
+    Finalization flushes C stdio, and that can wait forever: when the loop
+    ends libfuse cancels its worker threads, and a worker cancelled while
+    inside perror() (it reports a failed read of /dev/fuse, which the kernel
+    returns when an unmount races a request in flight) never releases glibc's
+    stderr lock. Seen after `unmount --lazy`: the mount was gone, the daemon
+    stayed. Nothing is lost by skipping finalization: the engine is closed.
+    """
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # closed, or its reader gone: nothing more to say there
+            pass
+    os._exit(code)
 
 
 def detach(mountpoint: str) -> None:
