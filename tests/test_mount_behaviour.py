@@ -507,7 +507,7 @@ def test_helper_fails_a_test_whose_daemon_warned_unexpectedly(broken: Path, tmp_
 
 
 HELP = {
-    (): ["tree", "mount", "unmount", "--log-level"],
+    (): ["tree", "mount", "unmount", "--log-level", "--version"],
     ("mount",): ["--cache-size", "--formats", "--workers", "--foreground", "--allow-other", "--log-file",
                  "-o FUSE_OPTION", "--storage-option"],
     ("unmount",): ["--lazy"],
@@ -522,3 +522,18 @@ def test_help(command: tuple[str, ...]) -> None:
     assert result.returncode == 0 and result.stderr == ""
     for option in HELP[command]:
         assert option in result.stdout, option
+
+
+def test_version_names_zarrfs_its_libraries_and_the_loaded_libfuse() -> None:
+    from importlib import metadata
+
+    result = run_zarrfs("--version")
+    assert result.returncode == 0 and result.stderr == ""
+    lines = result.stdout.splitlines()
+    assert lines[0] == f"zarrfs {metadata.version('zarrfs')}"
+    for package in ("numpy", "numcodecs", "fsspec", "tifffile", "mfusepy"):
+        assert f"{package} {metadata.version(package)}" in lines
+    fusermount = subprocess.run(["fusermount3", "-V"], capture_output=True, text=True, check=True)
+    # "fusermount3 version: 3.14.0" comes with the same libfuse package
+    major_minor = ".".join(fusermount.stdout.split(":")[1].strip().split(".")[:2])
+    assert lines[-1] == f"libfuse {major_minor}"

@@ -29,6 +29,19 @@ STORAGE_OPTION_HELP = (
 )
 
 
+class _VersionAction(argparse.Action):
+    """argparse's own version action wants the text up front; this one asks libfuse only when used."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, help: str) -> None:  # noqa: A002 - argparse's name
+        super().__init__(option_strings, dest, nargs=0, help=help)
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: object) -> None:
+        from .versions import version_text
+
+        print(version_text())
+        parser.exit()
+
+
 def _add_source(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--log-level", choices=LOG_LEVELS, help="log verbosity (default: warning)")
     parser.add_argument("source", metavar="SOURCE", help=SOURCE_HELP)
@@ -41,6 +54,8 @@ def build_parser() -> argparse.ArgumentParser:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--log-level", dest="global_log_level", choices=LOG_LEVELS,
                         help="log verbosity (default: warning); also accepted after the command")
+    parser.add_argument("--version", action=_VersionAction,
+                        help="print the versions of zarrfs, Python, its libraries and libfuse, then exit")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     tree = commands.add_parser("tree", help="print the hierarchy: groups, arrays and why a node cannot be served",
