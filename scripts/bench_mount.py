@@ -7,7 +7,7 @@ In one run, interleaved, medians of --repeat runs:
   (b) the second `dd` of the same file (kernel page cache), against the ceiling's
       second read and a plain file's second read;
   (c) 20,000 random 4 KiB preads with a warm daemon cache and the file's pages
-      dropped, p50/p99, against the ceiling;
+      dropped, p50/p99, against the ceiling (both mounted, taking turns);
   (d) peak daemon RSS (VmHWM) streaming a 1 GiB array with --cache-size 256M;
   and decodes per chunk from the mount's .zarrfs-stats.json (uncompressed local
   chunks are not decoded but read from their files: bytes read per array byte),
@@ -114,22 +114,31 @@ def drop_pages(path: Path) -> None:
         os.close(fd)
 
 
-def pread_latencies(path: Path, seed: int) -> list[float]:
-    """Microseconds for PREADS random 4 KiB preads, readahead off, pages dropped first."""
-    drop_pages(path)
+def pread_latencies(paths: list[Path], seed: int, block: int = 500) -> list[list[float]]:
+    """Microseconds for PREADS random 4 KiB preads on each file, readahead off, pages dropped first.
+
+    The files (all the same size) take turns, `block` preads at a time, at the
+    same offsets: a noisy neighbour on this shared machine slows them alike.
+    """
     rng = random.Random(seed)
-    size = os.path.getsize(path)
+    size = os.path.getsize(paths[0])
     offsets = [rng.randrange(0, size - 4096) for _ in range(PREADS)]
-    fd = os.open(path, os.O_RDONLY)
+    fds = []
     try:
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)
-        latencies = []
-        for offset in offsets:
-            start = time.perf_counter_ns()
-            os.pread(fd, 4096, offset)
-            latencies.append((time.perf_counter_ns() - start) / 1000)
+        for path in paths:
+            drop_pages(path)
+            fds.append(os.open(path, os.O_RDONLY))
+            os.posix_fadvise(fds[-1], 0, 0, os.POSIX_FADV_RANDOM)
+        latencies: list[list[float]] = [[] for _ in paths]
+        for begin in range(0, PREADS, block):
+            for fd, into in zip(fds, latencies):
+                for offset in offsets[begin:begin + block]:
+                    start = time.perf_counter_ns()
+                    os.pread(fd, 4096, offset)
+                    into.append((time.perf_counter_ns() - start) / 1000)
     finally:
-        os.close(fd)
+        for fd in fds:
+            os.close(fd)
     return latencies
 
 
@@ -194,12 +203,11 @@ def run_store(store: str, work: Path, repeat: int, cache_size: str) -> dict:
 
 def run_preads(store: str, work: Path) -> dict:
     path = ensure_store(store)
-    with mounted(zarrfs_mount(path, work / "z", "2G"), work / "z"):
+    with mounted(zarrfs_mount(path, work / "z", "2G"), work / "z"), \
+            mounted(ceiling_mount(work / "c"), work / "c"):
         raw = work / "z" / f"{store}.raw"
         dd_seconds(raw)  # warm the daemon cache with the whole array
-        ours = pread_latencies(raw, 1)
-    with mounted(ceiling_mount(work / "c"), work / "c"):
-        theirs = pread_latencies(work / "c" / "file", 1)
+        ours, theirs = pread_latencies([raw, work / "c" / "file"], 1)
     return {"p50": percentile(ours, 0.5), "p99": percentile(ours, 0.99),
             "ceiling_p50": percentile(theirs, 0.5), "ceiling_p99": percentile(theirs, 0.99)}
 
