@@ -89,6 +89,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     args.log_level = getattr(args, "log_level", None) or args.global_log_level or "warning"
     logging.basicConfig(level=args.log_level.upper(), format="zarrfs: %(levelname)s: %(message)s")
+    code = _run(args)
+    if getattr(args, "foreground", False):  # the mount daemon, its FUSE loop over
+        from .stopper import end_process
+
+        end_process(code)  # not the interpreter's finalization: see `end_process`
+    return code
+
+
+def _run(args: argparse.Namespace) -> int:
     try:
         if args.command == "tree":
             return _tree(args)

@@ -8,11 +8,9 @@ import os
 import sys
 from collections.abc import Callable, Iterable
 
-from .errors import ZarrfsError
 from .formats import DEFAULT_FORMATS, FORMAT_GROUPS
 from .options import EngineOptions, StoreOptions, default_workers, parse_duration, parse_size, parse_storage_options
 from .redact import RedactingFormatter, daemon_argv, quiet_backends, secret_values
-from .stopper import end_process
 
 log = logging.getLogger(__name__)
 
@@ -113,9 +111,4 @@ def run_mount_command(args: argparse.Namespace) -> int:
         return spawn_daemon(argv, args.log_file)
     _setup_logging(args.log_level, args.log_file, secret_values(storage_options))
     report = report_to_fd(args.ready_fd) if args.ready_fd is not None else None
-    try:
-        code = serve(options, report)
-    except ZarrfsError as exc:
-        print(f"zarrfs: error: {exc}", file=sys.stderr)
-        code = 1
-    end_process(code)
+    return serve(options, report)
