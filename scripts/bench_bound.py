@@ -186,17 +186,7 @@ def local(args: argparse.Namespace, tmp: Path) -> None:
     print("| store | ceiling (daemon + dd) | store's work, 2 threads | least time for both on 2 CPUs | "
           "bound on zarrfs vs ceiling |")
     print("|---|---|---|---|---|")
-    for name in stores:
-        store = ensure_store(name)
-        ceiling, work = [], []
-        for _ in range(args.repeat):
-            warm_page_cache(store)
-            ceiling.append(ceiling_read(tmp))
-            work.append(child("--work", str(store)))
-        c, w = median_pairs(ceiling), median_pairs(work)
-        ratio = bound(c, w, c[0])
-        print(f"| {name} | {c[0]:.2f} / {c[1]:.2f} | {w[0]:.2f} / {w[1]:.2f} | {c[0] / ratio:.2f} | "
-              f"{ratio:.2f}x |", flush=True)
+    print_bounds(stores, args.repeat, tmp, lambda store: child("--work", str(store)), against_work=False)
 
 
 def remote(args: argparse.Namespace, tmp: Path) -> None:
@@ -204,27 +194,39 @@ def remote(args: argparse.Namespace, tmp: Path) -> None:
 
     stores = (args.stores or "blosc-lz4,sharded-zstd").split(",")
     server = Server(ensure_store(stores[0]).parent, args.latency_ms / 1000, 3600, tmp)
+
+    def tensorstore(store: Path) -> tuple[float, float]:
+        served = cpu_seconds(server.process.pid)
+        seconds, cpu = child("--tensorstore", f"{server.url}/{store.name}")
+        return seconds, cpu + cpu_seconds(server.process.pid) - served
+
     try:
         print(f"1 GiB cold read, TensorStore over HTTP ({args.latency_ms:g} ms per request), medians of "
               f"{args.repeat}: seconds / CPU-seconds")
         print("| store | ceiling (daemon + dd) | TensorStore (its CPU + the server's) | "
               "least time for both on 2 CPUs | bound on zarrfs vs TensorStore |")
         print("|---|---|---|---|---|")
-        for name in stores:
-            store = ensure_store(name)
-            ceiling, reads = [], []
-            for _ in range(args.repeat):
-                warm_page_cache(store)
-                ceiling.append(ceiling_read(tmp))
-                served = cpu_seconds(server.process.pid)
-                seconds, cpu = child("--tensorstore", f"{server.url}/{store.name}")
-                reads.append((seconds, cpu + cpu_seconds(server.process.pid) - served))
-            c, t = median_pairs(ceiling), median_pairs(reads)
-            ratio = bound(c, t, t[0])
-            print(f"| {name} | {c[0]:.2f} / {c[1]:.2f} | {t[0]:.2f} / {t[1]:.2f} | {t[0] / ratio:.2f} | "
-                  f"{ratio:.2f}x |", flush=True)
+        print_bounds(stores, args.repeat, tmp, tensorstore, against_work=True)
     finally:
         server.stop()
+
+
+def print_bounds(stores: list[str], repeat: int, tmp: Path, measure_work: Callable[[Path], tuple[float, float]],
+                 against_work: bool) -> None:
+    """A table row per store: the ceiling's and the work's medians, and the bound against the
+    ceiling's wall time, or against the work's own (a peer such as TensorStore) if `against_work`."""
+    for name in stores:
+        store = ensure_store(name)
+        ceiling, work = [], []
+        for _ in range(repeat):
+            warm_page_cache(store)
+            ceiling.append(ceiling_read(tmp))
+            work.append(measure_work(store))
+        c, w = median_pairs(ceiling), median_pairs(work)
+        reference = w[0] if against_work else c[0]
+        ratio = bound(c, w, reference)
+        print(f"| {name} | {c[0]:.2f} / {c[1]:.2f} | {w[0]:.2f} / {w[1]:.2f} | {reference / ratio:.2f} | "
+              f"{ratio:.2f}x |", flush=True)
 
 
 if __name__ == "__main__":
