@@ -124,18 +124,9 @@ def do_work(store: Path) -> None:
     print(json.dumps({"seconds": time.perf_counter() - start, "cpu": time.process_time() - cpu}))
 
 
-def tensorstore_read(url: str) -> None:
-    """Child process: TensorStore reads the whole array over HTTP; prints its seconds and CPU seconds."""
-    import tensorstore as ts
-
-    array = ts.open({"driver": "zarr3", "kvstore": {"driver": "http", "base_url": url}}).result()
-    start, cpu = time.perf_counter(), time.process_time()
-    array.read().result()
-    print(json.dumps({"seconds": time.perf_counter() - start, "cpu": time.process_time() - cpu}))
-
-
-def child(*argv: str) -> tuple[float, float]:
-    out = subprocess.run([sys.executable, __file__, *argv], capture_output=True, text=True, check=True)
+def store_work(store: Path) -> tuple[float, float]:
+    """Seconds and CPU seconds of the store's work (`do_work`), in a fresh process."""
+    out = subprocess.run([sys.executable, __file__, "--work", str(store)], capture_output=True, text=True, check=True)
     result = json.loads(out.stdout.strip().splitlines()[-1])
     return result["seconds"], result["cpu"]
 
@@ -164,13 +155,9 @@ def main() -> None:
     parser.add_argument("--remote", action="store_true", help="bound against TensorStore over HTTP instead")
     parser.add_argument("--latency-ms", type=float, default=20.0)
     parser.add_argument("--work", help=argparse.SUPPRESS)
-    parser.add_argument("--tensorstore", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.work:
         do_work(Path(args.work))
-        return
-    if args.tensorstore:
-        tensorstore_read(args.tensorstore)
         return
     with tempfile.TemporaryDirectory(prefix="zarrfs-bench-bound-") as tmp:
         work = Path(tmp)
@@ -186,18 +173,18 @@ def local(args: argparse.Namespace, tmp: Path) -> None:
     print("| store | ceiling (daemon + dd) | store's work, 2 threads | least time for both on 2 CPUs | "
           "bound on zarrfs vs ceiling |")
     print("|---|---|---|---|---|")
-    print_bounds(stores, args.repeat, tmp, lambda store: child("--work", str(store)), against_work=False)
+    print_bounds(stores, args.repeat, tmp, store_work, against_work=False)
 
 
 def remote(args: argparse.Namespace, tmp: Path) -> None:
-    from bench_remote import Server
+    from bench_remote import Server, measure_process
 
     stores = (args.stores or "blosc-lz4,sharded-zstd").split(",")
     server = Server(ensure_store(stores[0]).parent, args.latency_ms / 1000, 3600, tmp)
 
     def tensorstore(store: Path) -> tuple[float, float]:
         served = cpu_seconds(server.process.pid)
-        seconds, cpu = child("--tensorstore", f"{server.url}/{store.name}")
+        seconds, cpu = measure_process("tensorstore", f"{server.url}/{store.name}")
         return seconds, cpu + cpu_seconds(server.process.pid) - served
 
     try:
