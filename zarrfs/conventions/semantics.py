@@ -1,0 +1,62 @@
+"""What an array's values mean, as one frozen description handed to the file builders.
+
+Conventions (OME-Zarr, GDAL's `_CRS`, CF `grid_mapping`, GeoZarr) are read
+once per array into a `Semantics`; the format builders (`formats/`) only read
+it. Every field is optional: an array with no recognised convention gets
+`Semantics()` and is served exactly as before.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+# Axis kinds, as OME-Zarr names them; "other" for anything unrecognised.
+AXIS_KINDS = ("time", "channel", "space", "other")
+
+
+@dataclass(frozen=True)
+class Axis:
+    """One dimension of the array, in the array's own dimension order."""
+
+    name: str
+    kind: str = "other"  # one of AXIS_KINDS
+    unit: str | None = None  # as the metadata spells it (UDUNITS-2 for OME: "micrometer", "second")
+    scale: float | None = None  # physical units per index step
+    origin: float | None = None  # physical coordinate of index 0
+
+
+@dataclass(frozen=True)
+class Channel:
+    """Display hints of one channel (OME `omero.channels`)."""
+
+    label: str | None = None
+    color: str | None = None  # "RRGGBB"
+    window: tuple[float, float] | None = None  # display range (start, end)
+
+
+@dataclass(frozen=True)
+class GeoReference:
+    """Where the last two axes (y, x) lie on the map.
+
+    `geotransform` is GDAL's order: x = gt[0] + col*gt[1] + row*gt[2],
+    y = gt[3] + col*gt[4] + row*gt[5], for the outer corner of pixel (0, 0)
+    (pixel-is-area).
+    """
+
+    geotransform: tuple[float, float, float, float, float, float]
+    crs_wkt: str | None = None
+    epsg: int | None = None
+
+
+@dataclass(frozen=True)
+class Semantics:
+    axes: tuple[Axis, ...] | None = None  # one per array dimension when known
+    channels: tuple[Channel, ...] = ()
+    geo: GeoReference | None = None
+    nodata: float | None = None
+    # What was recognised ("OME-Zarr 0.4 multiscales level 0", "GDAL _CRS"), for `zarrfs tree` and `.json`.
+    sources: tuple[str, ...] = field(default=())
+
+    @property
+    def empty(self) -> bool:
+        return self.axes is None and not self.channels and self.geo is None and self.nodata is None
