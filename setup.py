@@ -1,5 +1,21 @@
-"""The one build step pyproject.toml cannot declare stably: zarrfs's C extension."""
+"""The build steps pyproject.toml cannot declare: zarrfs's C extension, and a build from a read-only checkout."""
+
+import atexit
+import os
+import shutil
+import tempfile
 
 from setuptools import Extension, setup
 
-setup(ext_modules=[Extension("zarrfs._gather", ["zarrfs/_gather.c"], extra_compile_args=["-O2", "-Wall"])])
+# setuptools writes zarrfs.egg-info and build/ into the source tree. A user who
+# installs from a checkout they cannot write to (`pip install /opt/src/zarrfs`)
+# would get "could not create 'zarrfs.egg-info': Permission denied": build in a
+# temporary directory instead.
+options = {}
+if not os.access(os.path.dirname(os.path.abspath(__file__)), os.W_OK):
+    scratch = tempfile.mkdtemp(prefix="zarrfs-build-")
+    atexit.register(shutil.rmtree, scratch, ignore_errors=True)
+    options = {"egg_info": {"egg_base": scratch}, "build": {"build_base": os.path.join(scratch, "build")}}
+
+setup(ext_modules=[Extension("zarrfs._gather", ["zarrfs/_gather.c"], extra_compile_args=["-O2", "-Wall"])],
+      options=options)

@@ -40,7 +40,8 @@ _QUIET_RECORD = re.compile(r"^\S+ \S+ zarrfs\[\d+\] (DEBUG|INFO) ")
 
 
 def zarrfs_command(*args: str | os.PathLike) -> list[str]:
-    return [sys.executable, "-m", "zarrfs", *map(str, args)]
+    # -P: the installed package, as the `zarrfs` command runs it, never a zarrfs/ in the working directory.
+    return [sys.executable, "-P", "-m", "zarrfs", *map(str, args)]
 
 
 def run_zarrfs(*args: str | os.PathLike, timeout: float = MOUNT_TIMEOUT_S) -> subprocess.CompletedProcess[str]:

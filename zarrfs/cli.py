@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
+import warnings
 from collections.abc import Sequence
 
 from .errors import ZarrfsError
@@ -85,10 +87,20 @@ def _tree(args: argparse.Namespace) -> int:
     return 0
 
 
+def quiet_library_warnings(log_level: str) -> None:
+    """Libraries' Deprecation/Future warnings are for their callers' developers, not for a user's terminal:
+    they go to the log at debug level and nowhere otherwise."""
+    if log_level == "debug":
+        logging.captureWarnings(True)
+    else:
+        warnings.simplefilter("ignore")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     args.log_level = getattr(args, "log_level", None) or args.global_log_level or "warning"
     logging.basicConfig(level=args.log_level.upper(), format="zarrfs: %(levelname)s: %(message)s")
+    quiet_library_warnings(args.log_level)
     code = _run(args)
     if getattr(args, "foreground", False):  # the mount daemon, its FUSE loop over
         from .stopper import end_process
@@ -109,6 +121,9 @@ def _run(args: argparse.Namespace) -> int:
         return 1
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # `zarrfs tree ... | head`: the reader has all it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit's flush
+        return 0
 
 
 if __name__ == "__main__":

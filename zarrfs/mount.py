@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import errno
 import fcntl
+import grp
 import logging
 import os
+import pwd
 import shutil
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import threading
@@ -110,9 +113,39 @@ def load_fuse_binding() -> Any:
         raise MountError(
             f"libfuse 3 is not available ({exc}): install it with `sudo apt-get install fuse3` "
             "(Debian/Ubuntu) or `sudo dnf install fuse3` (Fedora)") from None
-    if not os.path.exists("/dev/fuse"):
-        raise MountError("/dev/fuse is missing: load the fuse kernel module (`sudo modprobe fuse`)")
+    check_fuse_device()
     return mfusepy
+
+
+FUSE_DEVICE = "/dev/fuse"
+
+
+def check_fuse_device(device: str = FUSE_DEVICE) -> None:
+    """Refuse, with what to do next, a FUSE device this user cannot open.
+
+    libfuse opens the device itself before it asks the setuid fusermount3 to
+    mount, so a user without read/write access gets only libfuse's exit code.
+    """
+    if not os.path.exists(device):
+        raise MountError(f"{device} is missing: load the fuse kernel module (`sudo modprobe fuse`); "
+                         "in a container, start it with `--device /dev/fuse`")
+    if os.access(device, os.R_OK | os.W_OK):
+        return
+    info = os.stat(device)
+    owner, group = _account_name(pwd.getpwuid, info.st_uid), _account_name(grp.getgrgid, info.st_gid)
+    raise MountError(
+        f"this user cannot open {device} (mode {stat.S_IMODE(info.st_mode):04o}, owner {owner}, group {group}): "
+        f"make it usable as Debian does by default (`sudo chmod 0666 {device}`), or add yourself to its "
+        f"group (`sudo usermod -aG {group} $USER`, then log in again); in a container, pass the device "
+        "through with `--device /dev/fuse`")
+
+
+def _account_name(lookup: Callable[[int], Any], number: int) -> str:
+    """The user or group name of `number` (pwd.getpwuid / grp.getgrgid), or the number when it has none."""
+    try:
+        return str(lookup(number)[0])
+    except KeyError:
+        return str(number)
 
 
 # ----------------------------------------------------------- notifications
@@ -265,8 +298,10 @@ def serve(options: MountOptions, report: Callable[[str], None] | None = None) ->
         # read of /dev/fuse that the kernel failed as it tore the mount down.
         # After a successful mount both are normal ways to stop.
         if not served.is_set():
-            report(f"ERROR mounting failed: {exc}")
-            raise MountError(f"mounting {options.mountpoint} failed: {exc}") from None
+            message = (f"mounting {options.mountpoint} failed (libfuse error {exc}); libfuse's own message is "
+                       "in the log (--log-file), or on the terminal with --foreground")
+            report(f"ERROR {message}")
+            raise MountError(message) from None
         log.info("the FUSE loop ended (a stop signal, or the kernel closed the connection)")
     finally:
         stopper.finished()
@@ -278,13 +313,26 @@ def serve(options: MountOptions, report: Callable[[str], None] | None = None) ->
     return 0
 
 
+def daemon_interpreter() -> list[str]:
+    """The command that starts the installed zarrfs package, and nothing else, in a new interpreter.
+
+    `python -m zarrfs` alone puts the caller's working directory first on
+    sys.path: a `zarrfs/` or `zarrfs.py` there (a checkout without the built
+    extension, or a file planted in a shared directory) would run instead of
+    the installed package, with the mounting user's rights. `-P` (Python
+    3.11+, "safe path") leaves that directory out; everything else on the
+    path is what the caller's own interpreter imported zarrfs from.
+    """
+    return [sys.executable, "-P", "-m", "zarrfs"]
+
+
 def spawn_daemon(argv: list[str], log_file: str | None) -> int:
     """Run `zarrfs mount ... --foreground` detached; return once it is READY (0) or failed (1)."""
     read_fd, write_fd = os.pipe()
     stderr = open(log_file, "ab") if log_file else subprocess.DEVNULL  # noqa: SIM115 - handed to the child
     try:
         process = subprocess.Popen(
-            [sys.executable, "-m", "zarrfs", *argv, "--foreground", "--ready-fd", str(write_fd)],
+            [*daemon_interpreter(), *argv, "--foreground", "--ready-fd", str(write_fd)],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=stderr,
             pass_fds=(write_fd,), start_new_session=True, close_fds=True,
         )

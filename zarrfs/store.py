@@ -67,6 +67,18 @@ def _merged(defaults: dict[str, Any], given: dict[str, Any]) -> dict[str, Any]:
     return merged
 
 
+def _reference_source(url: str, options: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """fsspec's `reference://` file system takes the reference file as its `fo` option:
+    `reference://refs.json` is the same as `reference:// -S fo=refs.json`."""
+    target = url.partition("reference://")[2]
+    if target and "fo" not in options:
+        return url[:len(url) - len(target)], {**options, "fo": target}
+    if not target and "fo" not in options:
+        raise NotZarrError("reference:// needs the kerchunk reference file (JSON or a Parquet reference "
+                           "directory): `reference://refs.json`, or `reference:// -S fo=refs.json`")
+    return url, options
+
+
 class StoreStats:
     """Request counters, updated from many loader threads at once."""
 
@@ -107,7 +119,8 @@ class Store:
     def __init__(self, fs: fsspec.AbstractFileSystem, root: str, display_name: str,
                  options: StoreOptions | None = None) -> None:
         self.fs = fs
-        self.root = root.rstrip("/")
+        # '' is the top of an archive (zip::...), '/' a local file system's root.
+        self.root = root if root == "/" else root.rstrip("/")
         self.display_name = display_name
         self.options = options or StoreOptions()
         self.stats = StoreStats()
@@ -122,9 +135,19 @@ class Store:
         """Open SOURCE (a local path or any fsspec URL, chained ones too)."""
         options = options or StoreOptions()
         protocol = url.split("::")[-1].partition("://")[0] if "://" in url else "file"
+        given = dict(storage_options or {})
+        fs_url = url
+        if protocol == "reference":
+            fs_url, given = _reference_source(url, given)
         try:
-            fs, root = url_to_fs(url, **_merged(backend_defaults(protocol, options), storage_options or {}))
-        except (ValueError, ImportError, TypeError) as exc:
+            fs, root = url_to_fs(fs_url, **_merged(backend_defaults(protocol, options), given))
+        except FileNotFoundError as exc:
+            raise NotZarrError(f"cannot open {redact_url(url)}: {exc.filename or exc} does not exist "
+                               "(check the path or URL)") from exc
+        except ValueError as exc:
+            what = "is not a kerchunk reference set (JSON or Parquet)" if protocol == "reference" else "failed"
+            raise NotZarrError(f"cannot open {redact_url(url)}: {what}: {exc}") from exc
+        except (ImportError, TypeError, OSError) as exc:
             raise NotZarrError(f"cannot open {redact_url(url)}: {exc}") from exc
         return cls(fs, root, redact_url(url), options)
 
@@ -147,7 +170,9 @@ class Store:
         return self._path(key) if isinstance(self.fs, LocalFileSystem) else None
 
     def _path(self, key: str) -> str:
-        return f"{self.root}/{key}" if key else self.root
+        if not key or not self.root:
+            return key or self.root
+        return f"{self.root.rstrip('/')}/{key}"
 
     def _invoke(self, method: str, *args: Any, **kwargs: Any) -> Any:
         """fs.<method>(*args, **kwargs) within the per-request timeout."""
@@ -213,14 +238,6 @@ class Store:
         except StoreError:
             return True  # cannot tell; let the caller say "not Zarr"
 
-    def size(self, key: str) -> int | None:
-        try:
-            info = self._call(f"stat {key!r}", "info", self._path(key))
-        except _MISSING:
-            return None
-        size = info.get("size")
-        return int(size) if size is not None else None
-
     def listdir(self, prefix: str) -> tuple[list[str], list[str]]:
         """(sub-directory names, file names) directly under `prefix`.
 
@@ -234,13 +251,14 @@ class Store:
             return [], []
         dirs: list[str] = []
         files: list[str] = []
-        strip = len(base.rstrip("/")) + 1
+        # Names come back as full paths; a root of '' (the top of a zip archive) has no '/' to strip.
+        parent = base.rstrip("/") + "/" if base else ""
         for entry in entries:
             name = str(entry["name"]).rstrip("/")
-            if not name.startswith(base.rstrip("/") + "/") and base:
+            if not name.startswith(parent):
                 # HTTP listings may return absolute URLs of other places.
                 continue
-            child = name[strip:]
+            child = name[len(parent):]
             if not child or "/" in child:
                 continue
             (dirs if entry.get("type") == "directory" else files).append(child)
