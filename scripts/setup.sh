@@ -2,7 +2,8 @@
 # Set up everything zarrfs needs on a Debian/Ubuntu machine, idempotently:
 #   system packages: fuse3 (libfuse 3 + fusermount3), python3-venv if venv is missing,
 #   gcc and python3-dev if missing (zarrfs builds one small C extension, zarrfs/_gather.c)
-#   a virtual environment in .venv with zarrfs installed (editable) and its test extras
+#   a virtual environment in .venv with zarrfs installed (editable) with its test, remote,
+#   icechunk and references extras
 # Usage: bash scripts/setup.sh [--clients]   (--clients also installs GDAL and stock ImageJ for the tests)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -38,7 +39,7 @@ if [ ! -x .venv/bin/python ]; then
     "$PYTHON" -m venv .venv
 fi
 .venv/bin/python -m pip install -q --upgrade pip 2>&1 | grep -v "^WARNING: Location" || true
-.venv/bin/python -m pip install -q -e ".[test,remote]" 2>&1 | grep -v "^WARNING: Location" || true
+.venv/bin/python -m pip install -q -e ".[test,remote,icechunk,references]" 2>&1 | grep -v "^WARNING: Location" || true
 .venv/bin/python -c "import zarrfs, mfusepy" >/dev/null
 
 if [ "${1:-}" = "--clients" ]; then

@@ -21,8 +21,10 @@ copied; reads become chunk fetches and decodes.
 
 LOG_LEVELS = ["debug", "info", "warning", "error"]
 SOURCE_HELP = (
-    "a local path or any fsspec URL: file://, http(s)://, s3://, gs://, zip::..., "
-    "chained simplecache::... (remote protocols need `pip install zarrfs[remote]`)"
+    "a Zarr store: a local path or any fsspec URL (file://, http(s)://, s3://, gs://, zip::..., "
+    "chained simplecache::...; remote protocols need `pip install zarrfs[remote]`); a kerchunk "
+    "reference set (refs.json, refs.parq, reference://...); or an Icechunk repository (a path, s3:// "
+    "or gs://; `pip install zarrfs[icechunk]`)"
 )
 STORAGE_OPTION_HELP = (
     "fsspec storage option KEY=VALUE, repeatable; VALUE is parsed as JSON when it parses "
@@ -49,6 +51,8 @@ def _add_source(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("source", metavar="SOURCE", help=SOURCE_HELP)
     parser.add_argument("--storage-option", "-S", action="append", default=[], metavar="KEY=VALUE",
                         help=STORAGE_OPTION_HELP)
+    parser.add_argument("--ref", metavar="NAME",
+                        help="Icechunk repositories: the branch, tag or snapshot id to read (default: branch main)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -74,11 +78,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _tree(args: argparse.Namespace) -> int:
-    from .hierarchy import Hierarchy
-    from .store import Store
+    from .hierarchy import open_hierarchy
+    from .options import StoreOptions
     from .treeview import dump_json, tree_json, tree_lines
 
-    hierarchy = Hierarchy(Store.open(args.source, parse_storage_options(args.storage_option)))
+    hierarchy = open_hierarchy(args.source, parse_storage_options(args.storage_option), StoreOptions(ref=args.ref))
     if args.json:
         print(dump_json(tree_json(hierarchy)))
     else:
@@ -97,7 +101,9 @@ def quiet_library_warnings(log_level: str) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
+    args.argv = argv  # a background mount starts its daemon with the same arguments
     args.log_level = getattr(args, "log_level", None) or args.global_log_level or "warning"
     logging.basicConfig(level=args.log_level.upper(), format="zarrfs: %(levelname)s: %(message)s")
     quiet_library_warnings(args.log_level)

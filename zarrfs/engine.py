@@ -9,7 +9,7 @@ from .cache import ChunkCache
 from .chunks import make_source
 from .direct import ChunkFiles
 from .errors import NotFoundError
-from .hierarchy import Hierarchy
+from .hierarchy import Hierarchy, open_hierarchy
 from .metadata.model import ArrayMeta
 from .options import EngineOptions
 from .reader import ArrayReader
@@ -23,10 +23,10 @@ def pool_size(options: EngineOptions, store: Store) -> int:
 
 
 class Engine:
-    def __init__(self, store: Store, options: EngineOptions | None = None) -> None:
+    def __init__(self, store: Store, options: EngineOptions | None = None, hierarchy: Hierarchy | None = None) -> None:
         self.options = options or EngineOptions()
         self.store = store
-        self.hierarchy = Hierarchy(store, ttl=self.options.metadata_ttl)
+        self.hierarchy = hierarchy or Hierarchy(store, ttl=self.options.metadata_ttl)
         self.cache = ChunkCache(self.options.cache_bytes, pool_size(self.options, store))
         # The pool may be larger than `workers` (threads waiting on requests); decoding stays at `workers`.
         self._decode_slots = threading.BoundedSemaphore(self.options.workers)
@@ -38,7 +38,8 @@ class Engine:
     def open(cls, source: str, storage_options: dict[str, Any] | None = None,
              options: EngineOptions | None = None) -> Engine:
         options = options or EngineOptions()
-        return cls(Store.open(source, storage_options, options.store), options)
+        hierarchy = open_hierarchy(source, storage_options or {}, options.store, options.metadata_ttl)
+        return cls(hierarchy.store, options, hierarchy)
 
     def reader(self, path: str) -> ArrayReader:
         meta = self.hierarchy.node(path)

@@ -25,7 +25,9 @@ from .metadata.limits import bounded_children
 from .metadata.model import ArrayMeta, GroupMeta, join_key, parse_json, require_object
 from .metadata.v2 import parse_v1_array, parse_v2_array
 from .metadata.v3 import check_must_understand, parse_v3_array
+from .options import StoreOptions
 from .store import Store
+from .stores.icechunk import IcechunkFileSystem, looks_like_repository
 
 log = logging.getLogger(__name__)
 
@@ -311,6 +313,25 @@ def detect(store: Store) -> Dialect:
     raise NotZarrError(
         f"{where}: not a Zarr hierarchy (no zarr.json, .zarray, .zgroup, .zmetadata or v1 meta at its root)"
     )
+
+
+def open_hierarchy(source: str, storage_options: dict[str, Any], options: StoreOptions,
+                   ttl: float | None = None) -> Hierarchy:
+    """The hierarchy at SOURCE: a Zarr store, a reference set, or an Icechunk repository.
+
+    A remote Icechunk repository is recognised only once SOURCE turned out
+    not to be Zarr (its top lists refs/ and snapshots/), so ordinary stores
+    pay no extra request for it.
+    """
+    store = Store.open(source, storage_options, options)
+    try:
+        return Hierarchy(store, ttl=ttl)
+    except NotZarrError:
+        if options.ref is None and store.fs.protocol != IcechunkFileSystem.protocol:
+            directories, _ = store.listdir("")
+            if looks_like_repository(directories):
+                return Hierarchy(Store.open_icechunk(source, storage_options, options), ttl=ttl)
+        raise
 
 
 @dataclass(frozen=True)

@@ -326,25 +326,27 @@ def daemon_interpreter() -> list[str]:
     return [sys.executable, "-P", "-m", "zarrfs"]
 
 
-def spawn_daemon(argv: list[str], log_file: str | None) -> int:
-    """Run `zarrfs mount ... --foreground` detached; return once it is READY (0) or failed (1)."""
+def spawn_daemon(argv: list[str], log_file: str | None, env: dict[str, str]) -> None:
+    """Run `zarrfs mount ... --foreground` detached; return once it is READY, raise MountError if it failed.
+
+    `env` is added to the daemon's environment (credentials moved out of its
+    command line), not to this process's.
+    """
     read_fd, write_fd = os.pipe()
     stderr = open(log_file, "ab") if log_file else subprocess.DEVNULL  # noqa: SIM115 - handed to the child
     try:
         process = subprocess.Popen(
             [*daemon_interpreter(), *argv, "--foreground", "--ready-fd", str(write_fd)],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=stderr,
-            pass_fds=(write_fd,), start_new_session=True, close_fds=True,
+            pass_fds=(write_fd,), start_new_session=True, close_fds=True, env={**os.environ, **env},
         )
     finally:
         os.close(write_fd)
         if log_file:
             stderr.close()
     message = _read_report(read_fd, process)
-    if message == "READY":
-        return 0
-    print(f"zarrfs: error: {message}", file=sys.stderr)
-    return 1
+    if message != "READY":
+        raise MountError(message)
 
 
 def _read_report(fd: int, process: subprocess.Popen) -> str:

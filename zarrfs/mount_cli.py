@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
-import sys
 from collections.abc import Callable, Iterable
 
 from .formats import DEFAULT_FORMATS, FORMAT_GROUPS
@@ -96,7 +94,7 @@ def run_mount_command(args: argparse.Namespace) -> int:
         storage_options=storage_options,
         engine=EngineOptions(cache_bytes=parse_size(args.cache_size), workers=max(1, args.workers),
                              store=StoreOptions(timeout=args.timeout, retries=args.retries,
-                                                max_concurrency=args.max_concurrency),
+                                                max_concurrency=args.max_concurrency, ref=args.ref),
                              metadata_ttl=ttl),
         suffixes=_suffixes(args.formats),
         allow_other=args.allow_other,
@@ -106,9 +104,9 @@ def run_mount_command(args: argparse.Namespace) -> int:
     )
     if not args.foreground:
         check_mountpoint(args.mountpoint)  # fail fast, before starting anything
-        argv, env = daemon_argv(sys.argv[1:])
-        os.environ.update(env)  # the daemon inherits them; `ps` shows only @env: references
-        return spawn_daemon(argv, args.log_file)
+        argv, env = daemon_argv(args.argv)  # `ps` shows the daemon only @env: references
+        spawn_daemon(argv, args.log_file, env)
+        return 0
     _setup_logging(args.log_level, args.log_file, secret_values(storage_options))
     report = report_to_fd(args.ready_fd) if args.ready_fd is not None else None
     return serve(options, report)

@@ -102,6 +102,8 @@ class StoreOptions:
     # Requests in flight at once: at 20 ms latency and 4 MiB chunks, ~8 in
     # flight already carry 1.5 GB/s; more hide latency spikes and small chunks.
     max_concurrency: int = 32
+    # Icechunk repositories: the branch, tag or snapshot id to read (None: branch main).
+    ref: str | None = None
 
     def __post_init__(self) -> None:
         if self.timeout <= 0 or self.retries < 0 or self.retry_backoff < 0 or self.max_concurrency < 1:

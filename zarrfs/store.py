@@ -26,6 +26,8 @@ from fsspec.implementations.local import LocalFileSystem
 
 from .errors import NotZarrError, StoreError
 from .options import MAX_BACKOFF, StoreOptions
+from .stores.icechunk import IcechunkFileSystem, local_repository, open_session_store
+from .stores.references import PROTOCOL, is_reference_source, reference_options
 
 log = logging.getLogger(__name__)
 
@@ -65,18 +67,6 @@ def _merged(defaults: dict[str, Any], given: dict[str, Any]) -> dict[str, Any]:
         else:
             merged[key] = value
     return merged
-
-
-def _reference_source(url: str, options: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-    """fsspec's `reference://` file system takes the reference file as its `fo` option:
-    `reference://refs.json` is the same as `reference:// -S fo=refs.json`."""
-    target = url.partition("reference://")[2]
-    if target and "fo" not in options:
-        return url[:len(url) - len(target)], {**options, "fo": target}
-    if not target and "fo" not in options:
-        raise NotZarrError("reference:// needs the kerchunk reference file (JSON or a Parquet reference "
-                           "directory): `reference://refs.json`, or `reference:// -S fo=refs.json`")
-    return url, options
 
 
 class StoreStats:
@@ -134,22 +124,34 @@ class Store:
              options: StoreOptions | None = None) -> Store:
         """Open SOURCE (a local path or any fsspec URL, chained ones too)."""
         options = options or StoreOptions()
+        if options.ref is not None or local_repository(url):
+            return cls.open_icechunk(url, storage_options, options)
         protocol = url.split("::")[-1].partition("://")[0] if "://" in url else "file"
         given = dict(storage_options or {})
         fs_url = url
-        if protocol == "reference":
-            fs_url, given = _reference_source(url, given)
+        if is_reference_source(url, given):
+            fs_url, given = reference_options(url, given)
+            protocol = PROTOCOL
         try:
             fs, root = url_to_fs(fs_url, **_merged(backend_defaults(protocol, options), given))
         except FileNotFoundError as exc:
             raise NotZarrError(f"cannot open {redact_url(url)}: {exc.filename or exc} does not exist "
                                "(check the path or URL)") from exc
         except ValueError as exc:
-            what = "is not a kerchunk reference set (JSON or Parquet)" if protocol == "reference" else "failed"
+            what = "is not a kerchunk reference set (JSON or Parquet)" if protocol == PROTOCOL else "failed"
             raise NotZarrError(f"cannot open {redact_url(url)}: {what}: {exc}") from exc
         except (ImportError, TypeError, OSError) as exc:
             raise NotZarrError(f"cannot open {redact_url(url)}: {exc}") from exc
         return cls(fs, root, redact_url(url), options)
+
+    @classmethod
+    def open_icechunk(cls, source: str, storage_options: dict[str, Any] | None = None,
+                      options: StoreOptions | None = None) -> Store:
+        """A read-only session of the Icechunk repository at SOURCE, at `options.ref` (default branch main)."""
+        options = options or StoreOptions()
+        session_store = open_session_store(source, storage_options or {}, options.ref)
+        name = f"{redact_url(source)}@{options.ref or 'main'}"
+        return cls(IcechunkFileSystem(session_store), "", name, options)
 
     @property
     def remote(self) -> bool:

@@ -1,0 +1,336 @@
+"""SOURCEs that are not a directory of keys: kerchunk reference sets and Icechunk repositories; `zarrfs.mounted()`.
+
+Oracles are independent writers: h5py writes the HDF5 file and reads it back,
+kerchunk makes the references (JSON and Parquet), xarray writes a NetCDF-4
+file, icechunk + zarr-python write and commit a repository. References are
+read from disk, from the test HTTP server and from moto's S3 server.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import h5py
+import icechunk
+import numpy as np
+import pytest
+import xarray as xr
+import zarr
+from kerchunk.df import refs_to_dataframe
+from kerchunk.hdf import SingleHdf5ToZarr
+
+import zarrfs
+from mountutil import is_mounted, mounted, run_zarrfs
+from remoteutil import http_server, s3_server
+from zarrfs.engine import Engine
+from zarrfs.errors import StoreError, ZarrfsError
+from zarrfs.metadata.model import ArrayMeta, GroupMeta
+from zarrfs.options import EngineOptions, StoreOptions
+
+BUCKET = "zarrfs-sources"
+
+
+def read_all(engine: Engine) -> dict[str, np.ndarray]:
+    """Every array reachable from the root, read whole through the engine."""
+    found: dict[str, np.ndarray] = {}
+
+    def walk(path: str) -> None:
+        node = engine.hierarchy.node(path)
+        if isinstance(node, ArrayMeta):
+            found[path] = np.frombuffer(engine.reader(path).read(0, node.nbytes), node.dtype).reshape(node.shape)
+            return
+        assert isinstance(node, GroupMeta)
+        for child in engine.hierarchy.children(path):
+            assert child.error is None, child.error
+            walk(f"{path}/{child.name}" if path else child.name)
+
+    walk("")
+    return found
+
+
+# ------------------------------------------------------------- kerchunk references
+
+
+@dataclass(frozen=True)
+class ReferenceSet:
+    h5: Path  # the HDF5 file the references point into
+    json: Path  # references as JSON (version 1)
+    parquet: Path  # the same as a Parquet reference directory
+    expected: dict[str, np.ndarray]  # dataset path -> what h5py reads
+
+
+def h5_datasets(path: Path) -> dict[str, np.ndarray]:
+    found: dict[str, np.ndarray] = {}
+    with h5py.File(path, "r") as f:
+        f.visititems(lambda name, item: found.__setitem__(name, item[()]) if isinstance(item, h5py.Dataset) else None)
+    return found
+
+
+def write_hdf5(path: Path) -> None:
+    rng = np.random.default_rng(7)
+    with h5py.File(path, "w") as f:
+        f.create_dataset("plain", data=rng.standard_normal((40, 30)).astype("f4"), chunks=(16, 16))
+        f.create_dataset("gzip_shuffle", data=rng.integers(-1000, 1000, (50, 60)).astype("<i2"), chunks=(20, 25),
+                         compression="gzip", shuffle=True)
+        f.create_dataset("contiguous", data=np.linspace(0, 1, 123))
+        f.create_group("grp").create_dataset("inner", data=rng.integers(0, 255, (7, 9, 11)).astype("u1"),
+                                             chunks=(3, 4, 5), compression="gzip")
+
+
+def make_references(h5: Path, url: str, out: Path) -> tuple[Path, Path]:
+    """kerchunk's references to `h5` (whose chunks are read at `url`) as JSON and as Parquet."""
+    with open(h5, "rb") as handle:
+        refs = SingleHdf5ToZarr(handle, url).translate()
+    json_path = out.with_suffix(".json")
+    json_path.write_text(json.dumps(refs))
+    parquet = out.with_suffix(".parq")
+    refs_to_dataframe(refs, str(parquet))
+    return json_path, parquet
+
+
+@pytest.fixture(scope="module")
+def hdf5_refs(tmp_path_factory: pytest.TempPathFactory) -> ReferenceSet:
+    root = tmp_path_factory.mktemp("h5")
+    write_hdf5(root / "data.h5")
+    json_path, parquet = make_references(root / "data.h5", str(root / "data.h5"), root / "refs")
+    return ReferenceSet(root / "data.h5", json_path, parquet, h5_datasets(root / "data.h5"))
+
+
+def assert_same(found: dict[str, np.ndarray], expected: dict[str, np.ndarray]) -> None:
+    assert sorted(found) == sorted(expected)
+    for name, values in expected.items():
+        np.testing.assert_array_equal(found[name], values, err_msg=name)
+
+
+@pytest.mark.parametrize("spelling", ["json-path", "parquet-path", "reference-url", "reference-fo"])
+def test_hdf5_references_every_dataset(spelling: str, hdf5_refs: ReferenceSet, open_engine: Callable[..., Engine]
+                                       ) -> None:
+    if spelling == "reference-fo":
+        engine = Engine.open("reference://", {"fo": str(hdf5_refs.parquet)})
+        try:
+            assert_same(read_all(engine), hdf5_refs.expected)
+        finally:
+            engine.close()
+        return
+    source = {"json-path": hdf5_refs.json, "parquet-path": hdf5_refs.parquet,
+              "reference-url": f"reference://{hdf5_refs.json}"}[spelling]
+    assert_same(read_all(open_engine(source)), hdf5_refs.expected)
+
+
+def test_netcdf4_written_by_xarray(tmp_path: Path, open_engine: Callable[..., Engine]) -> None:
+    data = xr.Dataset({"temperature": (("time", "y", "x"), np.arange(2 * 5 * 6, dtype="f4").reshape(2, 5, 6)),
+                       "mask": (("y", "x"), np.eye(5, 6, dtype="i1"))},
+                      coords={"x": np.arange(6.0), "y": np.arange(5.0) * 10, "time": [1, 2]})
+    data.to_netcdf(tmp_path / "data.nc", engine="h5netcdf",
+                   encoding={"temperature": {"zlib": True, "chunksizes": (1, 5, 3)}})
+    json_path, _ = make_references(tmp_path / "data.nc", str(tmp_path / "data.nc"), tmp_path / "refs")
+    found = read_all(open_engine(json_path))
+    with xr.open_dataset(tmp_path / "data.nc", engine="h5netcdf") as back:
+        for name in ("temperature", "mask", "x", "y", "time"):
+            np.testing.assert_array_equal(found[name], back[name].values, err_msg=name)
+
+
+def test_references_through_a_mount(hdf5_refs: ReferenceSet, tmp_path: Path) -> None:
+    with mounted(hdf5_refs.json, tmp_path / "mnt", tmp_path / "log") as mount:
+        np.testing.assert_array_equal(np.load(mount / "gzip_shuffle.npy", mmap_mode="r"),
+                                      hdf5_refs.expected["gzip_shuffle"])
+        np.testing.assert_array_equal(np.load(mount / "grp" / "inner.npy"), hdf5_refs.expected["grp/inner"])
+
+
+def test_references_and_target_over_http(hdf5_refs: ReferenceSet, tmp_path: Path,
+                                         open_engine: Callable[..., Engine]) -> None:
+    served = tmp_path / "served"
+    served.mkdir()
+    shutil.copy(hdf5_refs.h5, served / "data.h5")
+    with http_server(served) as server:
+        json_path, parquet = make_references(served / "data.h5", f"{server.url}/data.h5", served / "refs")
+        for source in (f"{server.url}/refs.json", parquet):
+            assert_same(read_all(open_engine(source)), hdf5_refs.expected)
+        assert server.requests > 0
+
+
+def test_references_and_target_on_s3(hdf5_refs: ReferenceSet, tmp_path: Path) -> None:
+    with s3_server() as server:
+        server.client().create_bucket(Bucket=BUCKET)
+        server.client().put_object(Bucket=BUCKET, Key="data.h5", Body=hdf5_refs.h5.read_bytes())
+        json_path, _ = make_references(hdf5_refs.h5, f"s3://{BUCKET}/data.h5", tmp_path / "refs")
+        server.client().put_object(Bucket=BUCKET, Key="refs.json", Body=json_path.read_bytes())
+        s3 = {"key": "testing", "secret": "testing", "endpoint_url": server.endpoint,
+              "client_kwargs": {"region_name": "us-east-1"}}
+        engine = Engine.open(f"reference://s3://{BUCKET}/refs.json",
+                             {"target_options": s3, "remote_protocol": "s3", "remote_options": s3})
+        try:
+            assert_same(read_all(engine), hdf5_refs.expected)
+        finally:
+            engine.close()
+
+
+def test_broken_references(hdf5_refs: ReferenceSet, tmp_path: Path, open_engine: Callable[..., Engine]) -> None:
+    """Targets missing or shorter than a referenced range, and an unknown codec: EIO-worthy errors, never data."""
+    refs = json.loads(hdf5_refs.json.read_text())
+    truncated = tmp_path / "short.h5"
+    truncated.write_bytes(hdf5_refs.h5.read_bytes()[:4096])
+    broken = dict(refs["refs"])
+    broken["plain/0.0"] = [str(tmp_path / "gone.h5"), 0, 100]
+    for key, value in broken.items():
+        if key.startswith("gzip_shuffle/") and isinstance(value, list):
+            broken[key] = [str(truncated), *value[1:]]
+    zarray = json.loads(broken["contiguous/.zarray"])
+    zarray["compressor"] = {"id": "no-such-codec"}
+    broken["contiguous/.zarray"] = json.dumps(zarray)
+    path = tmp_path / "broken.json"
+    path.write_text(json.dumps({"version": 1, "refs": broken}))
+    engine = open_engine(path, store=StoreOptions(retries=0))
+    with pytest.raises(ZarrfsError, match="plain"):
+        engine.reader("plain").read(0, 4)
+    with pytest.raises(ZarrfsError, match="gzip_shuffle"):
+        engine.reader("gzip_shuffle").read(0, engine.hierarchy.node("gzip_shuffle").nbytes)
+    children = {child.name: child for child in engine.hierarchy.children("")}
+    assert children["contiguous"].error is not None and "no-such-codec" in str(children["contiguous"].error)
+    # The rest of the reference set is untouched.
+    np.testing.assert_array_equal(read_one(engine, "grp/inner"), hdf5_refs.expected["grp/inner"])
+
+
+def read_one(engine: Engine, path: str) -> np.ndarray:
+    node = engine.hierarchy.node(path)
+    assert isinstance(node, ArrayMeta)
+    return np.frombuffer(engine.reader(path).read(0, node.nbytes), node.dtype).reshape(node.shape)
+
+
+# ------------------------------------------------------------------ Icechunk
+
+
+@dataclass(frozen=True)
+class Repository:
+    path: Path
+    first: np.ndarray  # main's first commit (tag v1)
+    second: np.ndarray  # main's second commit
+    branch: np.ndarray  # branch dev, from the first commit
+    first_snapshot: str
+
+
+def write_repository(storage: icechunk.Storage) -> tuple[np.ndarray, np.ndarray, np.ndarray, str]:
+    repo = icechunk.Repository.create(storage)
+    first = np.arange(6 * 8, dtype="<f4").reshape(6, 8)
+    session = repo.writable_session("main")
+    group = zarr.group(store=session.store, zarr_format=3)
+    group.create_array("img", shape=first.shape, chunks=(4, 4), dtype=first.dtype)[...] = first
+    snapshot = session.commit("first")
+    repo.create_tag("v1", snapshot)
+    second = first * 2
+    session = repo.writable_session("main")
+    zarr.open_array(session.store, path="img")[...] = second
+    session.commit("second")
+    repo.create_branch("dev", snapshot)
+    branch = first + 100
+    session = repo.writable_session("dev")
+    zarr.open_array(session.store, path="img")[...] = branch
+    session.commit("on dev")
+    return first, second, branch, snapshot
+
+
+@pytest.fixture(scope="module")
+def repository(tmp_path_factory: pytest.TempPathFactory) -> Repository:
+    path = tmp_path_factory.mktemp("icechunk") / "repo"
+    first, second, branch, snapshot = write_repository(icechunk.local_filesystem_storage(str(path)))
+    return Repository(path, first, second, branch, snapshot)
+
+
+@pytest.mark.parametrize("ref", [None, "main", "v1", "dev", "first-snapshot"])
+def test_icechunk_refs(ref: str | None, repository: Repository, open_engine: Callable[..., Engine]) -> None:
+    name = repository.first_snapshot if ref == "first-snapshot" else ref
+    engine = open_engine(repository.path, store=StoreOptions(ref=name))
+    expected = {None: repository.second, "main": repository.second, "v1": repository.first,
+                "dev": repository.branch, "first-snapshot": repository.first}[ref]
+    np.testing.assert_array_equal(read_one(engine, "img"), expected)
+
+
+def test_icechunk_through_a_mount_at_a_tag(repository: Repository, tmp_path: Path) -> None:
+    with mounted(repository.path, tmp_path / "mnt", tmp_path / "log", "--ref", "v1") as mount:
+        np.testing.assert_array_equal(np.load(mount / "img.npy"), repository.first)
+        assert (mount / "img.raw").read_bytes() == repository.first.tobytes()
+
+
+def test_icechunk_on_s3(tmp_path: Path) -> None:
+    with s3_server() as server:
+        server.client().create_bucket(Bucket=BUCKET)
+        storage = icechunk.s3_storage(bucket=BUCKET, prefix="repo", endpoint_url=server.endpoint, allow_http=True,
+                                      access_key_id="testing", secret_access_key="testing", region="us-east-1",
+                                      force_path_style=True)
+        first, second, _, _ = write_repository(storage)
+        options = {"key": "testing", "secret": "testing", "endpoint_url": server.endpoint,
+                   "client_kwargs": {"region_name": "us-east-1"}}
+        for ref, expected in ((None, second), ("v1", first)):
+            engine = Engine.open(f"s3://{BUCKET}/repo", options, EngineOptions(store=StoreOptions(ref=ref)))
+            try:
+                np.testing.assert_array_equal(read_one(engine, "img"), expected)
+            finally:
+                engine.close()
+
+
+def test_icechunk_bad_input(repository: Repository, tmp_path: Path) -> None:
+    result = run_zarrfs("tree", repository.path, "--ref", "nope")
+    assert result.returncode == 1
+    assert "--ref 'nope' names no branch, tag or snapshot" in result.stderr and "branches: dev, main" in result.stderr
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    result = run_zarrfs("tree", plain, "--ref", "main")
+    assert result.returncode == 1 and "not an Icechunk repository" in result.stderr
+    damaged = tmp_path / "damaged"
+    shutil.copytree(repository.path, damaged)
+    for snapshot in (damaged / "snapshots").iterdir():
+        snapshot.write_bytes(b"garbage")
+    result = run_zarrfs("tree", damaged)
+    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
+    assert result.stderr.startswith("zarrfs: error:") and result.stderr.count("\n") == 1, result.stderr
+
+
+# ------------------------------------------------------------ zarrfs.mounted()
+
+
+def test_mounted_yields_a_temporary_mount_point_and_unmounts(repository: Repository) -> None:
+    with zarrfs.mounted(repository.path, ref="v1", cache_size="64M", formats=["npy", "json"]) as root:
+        assert isinstance(root, Path) and is_mounted(root)
+        assert sorted(p.name for p in root.iterdir() if not p.name.startswith(".")) == ["img.json", "img.npy"]
+        np.testing.assert_array_equal(np.load(root / "img.npy"), repository.first)
+    assert not is_mounted(root) and not root.exists()
+
+
+def test_mounted_unmounts_when_the_block_raises(hdf5_refs: ReferenceSet, tmp_path: Path) -> None:
+    mountpoint = tmp_path / "mnt"
+    mountpoint.mkdir()
+    with pytest.raises(RuntimeError, match="the caller's own error"):
+        with zarrfs.mounted(hdf5_refs.json, mountpoint, storage_options={}) as root:
+            assert root == mountpoint and (root / "plain.npy").exists()
+            raise RuntimeError("the caller's own error")
+    assert not is_mounted(mountpoint) and mountpoint.is_dir()
+
+
+def test_mounted_with_a_file_held_open_detaches_lazily(hdf5_refs: ReferenceSet) -> None:
+    with zarrfs.mounted(hdf5_refs.json) as root:
+        held = open(root / "plain.raw", "rb")  # noqa: SIM115 - held across the unmount on purpose
+    try:
+        assert not is_mounted(root)
+        assert held.read(8) == hdf5_refs.expected["plain"].tobytes()[:8]
+    finally:
+        held.close()
+
+
+def test_mounted_reports_what_the_command_would(tmp_path: Path) -> None:
+    with pytest.raises(ZarrfsError, match="does not exist"):
+        with zarrfs.mounted(tmp_path / "missing.zarr"):
+            pass
+    with pytest.raises(ZarrfsError, match="unknown option"):
+        with zarrfs.mounted(tmp_path, cache="1G"):
+            pass
+    assert not [p for p in Path("/tmp").glob("zarrfs-*") if p.is_dir() and is_mounted(p)]
+
+
+def test_storage_error_type_is_public() -> None:
+    assert issubclass(StoreError, ZarrfsError)
+    assert os.environ.get("ZARRFS_STORAGE_OPTION_0") is None  # mounted() never leaks credentials into our env
