@@ -21,7 +21,7 @@ from typing import Any, Protocol
 
 from .errors import MetadataError, NotFoundError, NotZarrError, ZarrfsError
 from .metadata.draft import parse_seed_array, parse_zp2_array
-from .metadata.limits import bounded_children
+from .metadata.limits import bounded_children, max_document_bytes
 from .metadata.model import ArrayMeta, GroupMeta, join_key, parse_json, require_object
 from .metadata.v2 import parse_v1_array, parse_v2_array
 from .metadata.v3 import check_must_understand, parse_v3_array
@@ -60,7 +60,7 @@ class Dialect(Protocol):
 
 
 def _get_json(store: Store, key: str) -> Any | None:
-    raw = store.get(key)
+    raw = store.get(key, max_bytes=max_document_bytes())
     return None if raw is None else parse_json(raw, f"{store.display_name}: {key}")
 
 

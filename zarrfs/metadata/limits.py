@@ -42,12 +42,13 @@ def max_document_bytes() -> int:
 
 
 def check_document_size(nbytes: int, where: str) -> None:
+    """Refuse a document over the limit. Stores read at most limit + 1 bytes of one, so the
+    message can say only that it is over, not by how much."""
     limit = max_document_bytes()
     if nbytes > limit:
         raise MetadataError(
-            f"{where}: metadata document of {nbytes / (1 << 20):.1f} MiB is over the {limit / (1 << 20):.0f} MiB "
-            f"limit; if the store is trusted, raise it with the environment variable {SIZE_VARIABLE} "
-            f"(e.g. {SIZE_VARIABLE}={max(2 * limit, nbytes) >> 20}M)")
+            f"{where}: metadata document over the {limit / (1 << 20):.0f} MiB limit; if the store is trusted, "
+            f"raise it with the environment variable {SIZE_VARIABLE} (e.g. {SIZE_VARIABLE}={2 * limit >> 20}M)")
 
 
 def check_depth(doc: Any, where: str) -> None:
