@@ -135,6 +135,25 @@ def test_netcdf4_written_by_xarray(tmp_path: Path, open_engine: Callable[..., En
             np.testing.assert_array_equal(found[name], back[name].values, err_msg=name)
 
 
+def test_virtualizarr_kerchunk_output(tmp_path: Path, open_engine: Callable[..., Engine]) -> None:
+    """VirtualiZarr's references (inline values as base64:, chunks by file:// URL) to a NetCDF-4 file."""
+    from obstore.store import LocalStore
+    from virtualizarr import open_virtual_dataset
+    from virtualizarr.parsers import HDFParser
+    from obspec_utils.registry import ObjectStoreRegistry
+
+    data = xr.Dataset({"t": (("y", "x"), np.arange(20, dtype="f4").reshape(4, 5))},
+                      coords={"x": np.arange(5.0), "y": np.arange(4.0) * 2})
+    data.to_netcdf(tmp_path / "v.nc", engine="h5netcdf", encoding={"t": {"zlib": True, "chunksizes": (2, 5)}})
+    virtual = open_virtual_dataset(f"file://{tmp_path / 'v.nc'}", parser=HDFParser(),
+                                   registry=ObjectStoreRegistry({"file://": LocalStore()}))
+    virtual.vz.to_kerchunk(str(tmp_path / "refs.json"), format="json")
+    assert "base64:" in (tmp_path / "refs.json").read_text()  # the coordinates are inline
+    found = read_all(open_engine(tmp_path / "refs.json"))
+    for name in ("t", "x", "y"):
+        np.testing.assert_array_equal(found[name], data[name].values, err_msg=name)
+
+
 def test_references_through_a_mount(hdf5_refs: ReferenceSet, tmp_path: Path) -> None:
     with mounted(hdf5_refs.json, tmp_path / "mnt", tmp_path / "log") as mount:
         np.testing.assert_array_equal(np.load(mount / "gzip_shuffle.npy", mmap_mode="r"),
