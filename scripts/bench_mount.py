@@ -3,7 +3,12 @@
 In one run, interleaved, medians of --repeat runs:
   (a) `dd bs=1M` of the mounted `.raw` with a cold daemon (fresh mount), against
       zarr-python 3 `z[:]` (fresh process) and against scripts/memfs_ceiling.py
-      (1 GiB served from memory by mfusepy with zarrfs's FUSE settings);
+      (1 GiB served from memory by mfusepy with zarrfs's FUSE settings). Every
+      timed run, peer or mount, starts right after a helper process touched and
+      freed 2.5 GiB (bench_data.recent_memory): on this VM a fresh process's
+      first touch of memory is up to ~10x slower than on an ordinary machine,
+      which handicaps a peer that allocates its result and not a daemon that
+      reuses its cache;
   (b) the second `dd` of the same file (kernel page cache), against the ceiling's
       second read and a plain file's second read;
   (c) 20,000 random 4 KiB preads with a warm daemon cache and the file's pages
@@ -35,7 +40,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_data import CHUNKS, SHAPE, STORES, ensure_store, warm_page_cache  # noqa: E402
+from bench_data import CHUNKS, SHAPE, STORES, ensure_store, recent_memory, warm_page_cache  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 ZARRFS = [sys.executable, "-m", "zarrfs"]
@@ -176,10 +181,13 @@ def run_store(store: str, work: Path, repeat: int, cache_size: str) -> dict:
     decodes: list[float] = []
     raw_bytes: list[float] = []  # uncompressed local chunks are read from their files, not decoded
     for _ in range(repeat):
+        # Every timed process starts on recently used memory (bench_data.recent_memory), peers and mounts alike.
         warm_page_cache(path)
+        recent_memory()
         results["zp3"].append(zarr_python_seconds(store))
         warm_page_cache(path)
         with mounted(zarrfs_mount(path, work / "z", cache_size), work / "z") as pid:
+            recent_memory()
             took, spent = dd_with_cpu(raw, pid)
             results["cold"].append(took)
             cpu["zarrfs"].append(spent)
@@ -188,6 +196,7 @@ def run_store(store: str, work: Path, repeat: int, cache_size: str) -> dict:
             decodes.append(counters["cache"]["loads"] / chunks)
             raw_bytes.append(counters["raw_chunk_reads"]["bytes"] / NBYTES)
         with mounted(ceiling_mount(work / "c"), work / "c") as pid:
+            recent_memory()
             took, spent = dd_with_cpu(ceiling_file, pid)
             results["ceiling_cold"].append(took)
             cpu["ceiling"].append(spent)

@@ -12,6 +12,9 @@ and, to show the HTTP client's share, fsspec alone fetching every stored object
 The server counts what each peer asked for: requests, most in flight at once,
 bytes sent (against the store's bytes on disk). CPU seconds of each read: the
 zarrfs daemon's plus dd's, the peer process's (the server's are not counted).
+Every timed run starts on recently used memory (bench_data.recent_memory), so a
+peer that allocates its 1 GiB result is not handicapped by this VM's slow
+first touch of fresh memory.
 
     python scripts/bench_remote.py [--repeat 3] [--stores blosc-lz4,sharded-zstd] [--latency-ms 20]
 """
@@ -34,7 +37,7 @@ from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_data import SHAPE, ensure_store, stored_bytes, warm_page_cache  # noqa: E402
+from bench_data import SHAPE, ensure_store, recent_memory, stored_bytes, warm_page_cache  # noqa: E402
 from bench_mount import dd_with_cpu, mounted, stats  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
@@ -215,7 +218,8 @@ def run_fetch_only(url: str) -> dict:
 
 
 def measure_process(peer: str, url: str) -> tuple[float, float]:
-    """Seconds and CPU seconds of the peer's read, in a fresh process."""
+    """Seconds and CPU seconds of the peer's read, in a fresh process on recently used memory."""
+    recent_memory()
     out = subprocess.run([sys.executable, __file__, "--one", peer, url], capture_output=True, text=True, check=True)
     result = json.loads(out.stdout.strip().splitlines()[-1])
     return result["seconds"], result["cpu"]
@@ -227,6 +231,7 @@ def measure_zarrfs(url: str, store: str, work: Path, cache_size: str) -> tuple[f
     command = [sys.executable, "-m", "zarrfs", "mount", "--foreground", "--cache-size", cache_size, url,
                str(mountpoint)]
     with mounted(command, mountpoint) as pid:
+        recent_memory()
         seconds, cpu = dd_with_cpu(mountpoint / f"{store}.raw", pid)
         return seconds, cpu, stats(mountpoint)["store"]
 
