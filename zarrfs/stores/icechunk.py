@@ -123,10 +123,12 @@ class IcechunkFileSystem(AsyncFileSystem):
         byte_range: Any = None
         if start is not None and start < 0 and end is None:
             byte_range = SuffixByteRequest(-start)
-        elif end is not None:
-            byte_range = RangeByteRequest(start or 0, end)
+        elif end is not None and start:
+            byte_range = RangeByteRequest(start, end)
         elif start:
             byte_range = OffsetByteRequest(start)
+        # A prefix ([0, end): "at most end bytes", how metadata is read) is fetched whole and cut here:
+        # Icechunk fails a range that runs past the end of a value instead of shortening it.
         key = path.strip("/")
         try:
             buffer = await self._store.get(key, default_buffer_prototype(), byte_range)
@@ -137,7 +139,8 @@ class IcechunkFileSystem(AsyncFileSystem):
             raise
         if buffer is None:
             raise FileNotFoundError(path)
-        return buffer.to_bytes()
+        data = buffer.to_bytes()
+        return data[:end] if byte_range is None and end is not None else data
 
     async def _ls(self, path: str, detail: bool = True, **kwargs: Any) -> list[Any]:
         prefix = path.strip("/")
