@@ -48,7 +48,19 @@ from typing import Any
 import numpy
 import tifffile
 
-from zarrfs.formats.base import Layout
+from zarrfs.conventions.semantics import Semantics
+from zarrfs.formats.base import Layout, PlanePermutedLayout
+from zarrfs.formats.tifftags import (
+    AXIS_NAMES,
+    Hyperstack,
+    ImageJHints,
+    TagTuple,
+    geotiff_tags,
+    hyperstack,
+    imagej_hints,
+    imagej_letter,
+    semantic_axes,
+)
 
 # (kind, itemsize) pairs TIFF stores with BitsPerSample/SampleFormat as they
 # are in memory; complex is SampleFormat 6 (IEEE complex), whole item per sample.
@@ -64,20 +76,6 @@ _SAMPLE_TYPES = frozenset(
 # writer accepts exactly these `dtype.char`s.
 _IMAGEJ_CHARS = frozenset("BHhf")
 
-# Dimension names that say which ImageJ axis a leading dimension is.
-_AXIS_NAMES = {
-    "t": "T",
-    "time": "T",
-    "frame": "T",
-    "frames": "T",
-    "z": "Z",
-    "slice": "Z",
-    "slices": "Z",
-    "c": "C",
-    "ch": "C",
-    "channel": "C",
-    "channels": "C",
-}
 _IMAGEJ_ORDER = "TZC"  # slowest to fastest: ImageJ stack index = (t*Z + z)*C + c
 
 # Upper bound of what one page adds besides pixel data (IFD0 with the
@@ -94,19 +92,19 @@ MAX_PAGES = 2**16
 
 @dataclass(frozen=True)
 class _Stack:
-    """An array seen as ImageJ's TZC-ordered stack of 2-D planes."""
+    """An array seen as ImageJ's TZC-ordered stack of 2-D planes, with what the file says about them."""
 
-    frames: int
-    slices: int
-    channels: int
+    planes: Hyperstack  # frames/slices/channels and the file's plane order
     height: int
     width: int
     dtype: numpy.dtype  # sample type in the array's byte order (bool -> uint8)
-    described: bool  # ndim >= 3: the file carries an ImageJ description
+    described: bool  # the file carries an ImageJ description (ndim >= 3, or calibration)
+    imagej: ImageJHints = ImageJHints()
+    extratags: tuple[TagTuple, ...] = ()  # GeoTIFF / GDAL tags on every page
 
     @property
     def pages(self) -> int:
-        return self.frames * self.slices * self.channels
+        return self.planes.frames * self.planes.slices * self.planes.channels
 
     @property
     def plane_nbytes(self) -> int:
@@ -130,8 +128,14 @@ def tiff_layout(
     shape: tuple[int, ...],
     dtype: numpy.dtype,
     dimension_names: tuple[str | None, ...] | None = None,
+    semantics: Semantics | None = None,
 ) -> Layout | None:
     """Layout of a classic TIFF (ImageJ hyperstack for ndim >= 3) over the array.
+
+    `semantics` (axes, channels, georeference, nodata) adds ImageJ
+    calibration and channel display, serves the planes in ImageJ's order
+    and writes GeoTIFF tags; without axes the leading dimensions are
+    guessed from `dimension_names` as before.
 
     Returns None when TIFF cannot hold the dtype (structured, strings,
     datetime, object, float128...), when a dimension is 0 (a TIFF page cannot
@@ -140,7 +144,7 @@ def tiff_layout(
     than one plane, each under 4 GiB, dtype uint8/bool/uint16/int16/float32);
     `bigtiff_layout` then gives the file for everyone else.
     """
-    stack = _stack(shape, dtype, dimension_names)
+    stack = _stack(shape, dtype, dimension_names, semantics)
     if stack is None:
         return None
     if stack.fits_classic():
@@ -158,15 +162,16 @@ def bigtiff_layout(
     shape: tuple[int, ...],
     dtype: numpy.dtype,
     dimension_names: tuple[str | None, ...] | None = None,
+    semantics: Semantics | None = None,
 ) -> Layout | None:
     """Layout of a BigTIFF with one IFD per plane, only when a classic TIFF cannot hold them all.
 
     None when the classic file holds every plane with its own IFD (under
     4 GiB), and for dtypes and shapes TIFF cannot hold at all (see
     `tiff_layout`; a single plane past 4 GiB is fine here, a width or height
-    of 2**32 or more is not).
+    of 2**32 or more is not). `semantics` as for `tiff_layout`.
     """
-    stack = _stack(shape, dtype, dimension_names)
+    stack = _stack(shape, dtype, dimension_names, semantics)
     if stack is None or stack.fits_classic():
         return None
     return _build(stack, bigtiff=True, imagej_truncated=False)
@@ -176,6 +181,7 @@ def _stack(
     shape: tuple[int, ...],
     dtype: numpy.dtype,
     dimension_names: tuple[str | None, ...] | None,
+    semantics: Semantics | None,
 ) -> _Stack | None:
     """The array as a page stack, or None when TIFF cannot represent it."""
     sample = _sample_dtype(numpy.dtype(dtype))
@@ -185,13 +191,26 @@ def _stack(
         raise ValueError(f"{len(dimension_names)} dimension names for {len(shape)} dimensions")
     height, width = ((1, 1) + tuple(shape))[-2:]
     leading = tuple(shape[:-2])
-    names = None if dimension_names is None else tuple(dimension_names[:-2])
-    frames, slices, channels = _hyperstack(leading, names)
-    stack = _Stack(frames, slices, channels, height, width, sample, described=bool(leading))
+    # Checked before any per-plane work (the plane order has one entry per plane).
     # ImageWidth/ImageLength are 32-bit even in BigTIFF.
-    if stack.pages > MAX_PAGES or max(height, width) >= 2**32:
+    if math.prod(leading) > MAX_PAGES or max(height, width) >= 2**32:
         return None
-    return stack
+    axes = semantic_axes(semantics, len(shape))
+    if axes is not None:
+        planes = hyperstack(leading, tuple(imagej_letter(axis) for axis in axes[:-2]))
+    else:
+        names = None if dimension_names is None else tuple(dimension_names[:-2])
+        planes = Hyperstack(*_hyperstack(leading, names))
+    hints = imagej_hints(axes, planes, semantics.channels if semantics is not None else ())
+    return _Stack(
+        planes,
+        height,
+        width,
+        sample,
+        described=bool(leading) or bool(hints.description) or hints.resolution is not None,
+        imagej=hints,
+        extratags=geotiff_tags(semantics, axes),
+    )
 
 
 def _sample_dtype(dtype: numpy.dtype) -> numpy.dtype | None:
@@ -210,15 +229,15 @@ def _sample_dtype(dtype: numpy.dtype) -> numpy.dtype | None:
 def _hyperstack(
     leading: tuple[int, ...], names: tuple[str | None, ...] | None
 ) -> tuple[int, int, int]:
-    """(frames, slices, channels) for the leading dimensions.
+    """(frames, slices, channels) for the leading dimensions, from bare dimension names.
 
-    C order makes the last leading dimension the fastest-changing plane
-    index, and ImageJ's plane order is channel fastest, then slice, then
-    frame. So names map to T/Z/C only when each names a distinct axis and
-    they appear in T, Z, C order; anything else is one run of slices.
+    Without semantics the planes stay in C order, and ImageJ's plane order
+    is channel fastest, then slice, then frame. So names map to T/Z/C only
+    when each names a distinct axis and they appear in T, Z, C order;
+    anything else is one run of slices.
     """
     if names:
-        axes = [_AXIS_NAMES.get(name.lower()) if name else None for name in names]
+        axes = [AXIS_NAMES.get(name.lower()) if name else None for name in names]
         if None not in axes:
             positions = [_IMAGEJ_ORDER.index(axis) for axis in axes]
             if all(a < b for a, b in zip(positions, positions[1:])):
@@ -231,18 +250,23 @@ def _build(stack: _Stack, *, bigtiff: bool, imagej_truncated: bool) -> Layout:
     """Let tifffile write the file without pixel data and cut it around the region."""
     sink = _SparseFile()
     extra: dict[str, Any]
+    planes = stack.planes
     if imagej_truncated:
         # Only tifffile's ImageJ writer can write IFD0 alone (`truncate`).
         writer = tifffile.TiffWriter(sink, byteorder=stack.byteorder, imagej=True)
-        shape: tuple[int, ...] = (stack.frames, stack.slices, stack.channels)
-        extra = {"metadata": {"axes": "TZCYX"}, "truncate": True}
+        shape: tuple[int, ...] = (planes.frames, planes.slices, planes.channels)
+        metadata = {"axes": "TZCYX", **stack.imagej.description, **stack.imagej.blobs}
+        extra = {"metadata": metadata, "truncate": True, "extratags": stack.extratags}
     else:
         writer = tifffile.TiffWriter(
             sink, bigtiff=bigtiff, byteorder=stack.byteorder, shaped=False, ome=False
         )
         shape = (stack.pages,)
         # metadata=None: no tifffile JSON, the description (if any) is ImageJ's.
-        extra = {"metadata": None, "description": _description(stack)}
+        extra = {"metadata": None, "description": _description(stack), "extratags": _extratags(stack)}
+    if stack.imagej.resolution is not None:
+        # Pixels per unit with ResolutionUnit none: ImageJ takes the unit from its description.
+        extra.update(resolution=stack.imagej.resolution, resolutionunit=1)
     with writer:
         offset = writer.write(
             shape=shape + (stack.height, stack.width),
@@ -257,11 +281,19 @@ def _build(stack: _Stack, *, bigtiff: bool, imagej_truncated: bool) -> Layout:
 
 
 def _description(stack: _Stack) -> str | None:
-    """ImageJ hyperstack description for stacks of ndim >= 3, else none."""
+    """ImageJ hyperstack description for described stacks, else none."""
     if not stack.described:
         return None
-    shape = (stack.frames, stack.slices, stack.channels, stack.height, stack.width)
-    return tifffile.imagej_description(shape, axes="TZCYX")
+    planes = stack.planes
+    shape = (planes.frames, planes.slices, planes.channels, stack.height, stack.width)
+    return tifffile.imagej_description(shape, axes="TZCYX", **stack.imagej.description)
+
+
+def _extratags(stack: _Stack) -> tuple[TagTuple, ...]:
+    """GeoTIFF tags plus ImageJ's IJMetadata (labels, ranges, LUTs; first page only)."""
+    if not stack.described or not stack.imagej.blobs:
+        return stack.extratags
+    return stack.extratags + tuple(tifffile.imagej_metadata_tag(stack.imagej.blobs, stack.byteorder))
 
 
 def _cut(sink: _SparseFile, stack: _Stack, offset: tuple[int, int] | None) -> Layout:
@@ -274,7 +306,11 @@ def _cut(sink: _SparseFile, stack: _Stack, offset: tuple[int, int] | None) -> La
     stop = start + stack.data_nbytes
     if stop > sink.size or not sink.only_zeros_within(start, stop):
         raise RuntimeError("tifffile wrote structure inside the pixel region")
-    return Layout(sink.getrange(0, start), stack.data_nbytes, sink.getrange(stop, sink.size))
+    header, trailer = sink.getrange(0, start), sink.getrange(stop, sink.size)
+    if stack.planes.plane_order is None:
+        return Layout(header, stack.data_nbytes, trailer)
+    return PlanePermutedLayout(header, stack.data_nbytes, trailer,
+                               plane_nbytes=stack.plane_nbytes, plane_order=stack.planes.plane_order)
 
 
 class _SparseFile(io.RawIOBase):

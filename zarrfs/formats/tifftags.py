@@ -1,0 +1,358 @@
+"""What a `.tif` says about its pixels, from an array's `Semantics`.
+
+Pure functions from the conventions layer's description to what tifffile
+writes: the ImageJ hyperstack axes and plane order, ImageJ's calibration
+(pixel size, units, z spacing, frame interval, origins), its channel display
+(composite mode, colours, names, display ranges), and the GeoTIFF tags GDAL
+reads. `tiff.py` builds the file; nothing here touches pixel data.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy
+from tifffile import geodb
+
+from zarrfs.conventions.semantics import Axis, Channel, GeoReference, Semantics
+
+# A tifffile `extratags` entry: (code, TIFF type, count, value, write to the first page only).
+TagTuple = tuple[int, int, int, Any, bool]
+
+# Dimension names that say which ImageJ axis a leading dimension is, for
+# axes the conventions did not classify (and for bare `dimension_names`).
+AXIS_NAMES = {
+    "t": "T",
+    "time": "T",
+    "frame": "T",
+    "frames": "T",
+    "z": "Z",
+    "slice": "Z",
+    "slices": "Z",
+    "c": "C",
+    "ch": "C",
+    "channel": "C",
+    "channels": "C",
+}
+_KIND_LETTERS = {"time": "T", "channel": "C", "space": "Z"}
+
+# ImageJ's own spellings where it has one: it saves micrometres as "micron"
+# (plural "microns", and shows µm for "um"); the description is 7-bit ASCII,
+# so symbols like µ and Å cannot be written. Other UDUNITS names pass through
+# as text, which ImageJ shows as it is.
+_LENGTH_UNITS = {
+    "micrometer": "micron",
+    "micrometre": "micron",
+    "micron": "micron",
+    "um": "micron",
+    "\u00b5m": "micron",
+    "nanometer": "nm",
+    "nanometre": "nm",
+    "picometer": "pm",
+    "millimeter": "mm",
+    "millimetre": "mm",
+    "centimeter": "cm",
+    "centimetre": "cm",
+    "meter": "m",
+    "metre": "m",
+    "kilometer": "km",
+    "kilometre": "km",
+    "inch": "inch",
+}
+# ImageJ's default time unit is "sec" and it spells milliseconds "msec".
+_TIME_UNITS = {
+    "second": "sec",
+    "s": "sec",
+    "sec": "sec",
+    "millisecond": "msec",
+    "ms": "msec",
+    "microsecond": "usec",
+    "nanosecond": "nsec",
+    "minute": "min",
+    "hour": "hour",
+    "day": "day",
+}
+
+# GeoTIFF keys (GeoTIFF 1.0) and values written here.
+_GT_MODEL_TYPE, _GT_RASTER_TYPE, _GEOGRAPHIC_TYPE, _PROJECTED_CS_TYPE = 1024, 1025, 2048, 3072
+_MODEL_PROJECTED, _MODEL_GEOGRAPHIC, _RASTER_PIXEL_IS_AREA = 1, 2, 1
+_TIFF_SHORT, _TIFF_ASCII, _TIFF_DOUBLE = 3, 2, 12
+
+
+@dataclass(frozen=True)
+class Hyperstack:
+    """The leading dimensions as ImageJ's frames x slices x channels, and the file's plane order."""
+
+    frames: int
+    slices: int
+    channels: int
+    # File plane i holds array plane plane_order[i]; None when that is C order.
+    plane_order: tuple[int, ...] | None = None
+    # Array dimension that alone is ImageJ's T / Z / C axis (None: absent or several merged).
+    time_dim: int | None = None
+    z_dim: int | None = None
+    channel_dim: int | None = None
+
+
+@dataclass(frozen=True)
+class ImageJHints:
+    """ImageJ description keys (besides geometry), IJMetadata items and X/YResolution."""
+
+    description: dict[str, Any] = field(default_factory=dict)
+    blobs: dict[str, Any] = field(default_factory=dict)  # tifffile's 'Labels', 'Ranges', 'LUTs'
+    resolution: tuple[float, float] | None = None  # pixels per unit, ResolutionUnit none
+
+
+def semantic_axes(semantics: Semantics | None, ndim: int) -> tuple[Axis, ...] | None:
+    """The axes of `semantics` when they describe this array, else None.
+
+    Axes of another length belong to another array (a conventions bug): they
+    are ignored rather than hiding the file.
+    """
+    if semantics is None or semantics.axes is None or len(semantics.axes) != ndim:
+        return None
+    return semantics.axes
+
+
+def imagej_letter(axis: Axis) -> str:
+    """Which of ImageJ's T, Z, C axes a leading dimension becomes; unknown ones are slices."""
+    return _KIND_LETTERS.get(axis.kind) or AXIS_NAMES.get(axis.name.lower(), "Z")
+
+
+def hyperstack(leading: tuple[int, ...], letters: tuple[str, ...]) -> Hyperstack:
+    """Frames/slices/channels and plane order for leading dimensions with ImageJ letters.
+
+    ImageJ reads planes channel fastest, then slice, then frame, whatever
+    the description says (formats.md §6.3), so the file lists the T
+    dimensions, then Z, then C, each group in array order; dimensions
+    sharing a letter merge into one ImageJ axis (C order among them).
+    """
+    groups = {letter: [d for d, x in enumerate(letters) if x == letter] for letter in "TZC"}
+    sizes = {letter: math.prod(leading[d] for d in dims) for letter, dims in groups.items()}
+    file_dims = groups["T"] + groups["Z"] + groups["C"]
+    count = math.prod(leading)
+    order = numpy.arange(count).reshape(leading).transpose(file_dims).ravel()
+    identity = bool((order == numpy.arange(count)).all())
+
+    def alone(letter: str) -> int | None:
+        return groups[letter][0] if len(groups[letter]) == 1 else None
+
+    return Hyperstack(
+        frames=sizes["T"],
+        slices=sizes["Z"],
+        channels=sizes["C"],
+        plane_order=None if identity else tuple(order.tolist()),
+        time_dim=alone("T"),
+        z_dim=alone("Z"),
+        channel_dim=alone("C"),
+    )
+
+
+# ------------------------------------------------------------------ ImageJ
+
+
+def imagej_hints(axes: tuple[Axis, ...] | None, stack: Hyperstack, channels: tuple[Channel, ...]) -> ImageJHints:
+    """Calibration and channel display for ImageJ; empty without semantic axes."""
+    if axes is None:
+        return ImageJHints()
+    description, resolution = _calibration(axes, stack)
+    display, blobs = _channel_display(channels, stack)
+    return ImageJHints({**description, **display}, blobs, resolution)
+
+
+def _calibration(axes: tuple[Axis, ...], stack: Hyperstack) -> tuple[dict[str, Any], tuple[float, float] | None]:
+    """ImageJ's unit/spacing/finterval/origins and X/YResolution (pixels per unit).
+
+    ImageJ's Calibration: physical = (pixel - origin_in_pixels) * pixel_size,
+    so an axis whose index 0 lies at `origin` has origin -origin/scale pixels.
+    Only space axes calibrate x, y and z; a merged Z or T (several array
+    dimensions in one ImageJ axis) has no single step and stays uncalibrated.
+    """
+    keys: dict[str, Any] = {}
+    x = _space(axes[-1]) if len(axes) >= 1 else None
+    y = _space(axes[-2]) if len(axes) >= 2 else None
+    z = _space(axes[stack.z_dim]) if stack.z_dim is not None else None
+    unit = next((_length_unit(a.unit) for a in (x, y, z) if a is not None and _length_unit(a.unit)), None)
+    if unit:
+        keys["unit"] = unit
+    if y is not None and _length_unit(y.unit) not in (None, unit):
+        keys["yunit"] = _length_unit(y.unit)
+    if z is not None:
+        if z.scale:
+            keys["spacing"] = z.scale
+        if _length_unit(z.unit) not in (None, unit):
+            keys["zunit"] = _length_unit(z.unit)
+    for name, axis in (("xorigin", x), ("yorigin", y), ("zorigin", z)):
+        if axis is not None and axis.scale and axis.origin is not None:
+            keys[name] = -axis.origin / axis.scale
+    keys.update(_frame_interval(axes[stack.time_dim] if stack.time_dim is not None else None))
+    resolution = None
+    if (x is not None and x.scale) or (y is not None and y.scale):
+        resolution = (1 / _scale(x), 1 / _scale(y))
+    return keys, resolution
+
+
+def _space(axis: Axis) -> Axis | None:
+    return axis if axis.kind == "space" else None
+
+
+def _scale(axis: Axis | None) -> float:
+    return axis.scale if axis is not None and axis.scale else 1.0
+
+
+def _length_unit(unit: str | None) -> str | None:
+    if not unit:
+        return None
+    return _LENGTH_UNITS.get(unit.lower(), unit if unit.isascii() else None)
+
+
+def _frame_interval(axis: Axis | None) -> dict[str, Any]:
+    """finterval (and tunit) from a time axis; ImageJ assumes seconds without tunit."""
+    if axis is None or axis.kind != "time" or not axis.scale:
+        return {}
+    keys: dict[str, Any] = {"finterval": axis.scale}
+    if axis.unit:
+        unit = _TIME_UNITS.get(axis.unit.lower(), axis.unit if axis.unit.isascii() else None)
+        if unit:
+            keys["tunit"] = unit
+    return keys
+
+
+def _channel_display(channels: tuple[Channel, ...], stack: Hyperstack) -> tuple[dict[str, Any], dict[str, Any]]:
+    """mode/min/max description keys and Labels/Ranges/LUTs for ImageJ.
+
+    Several channels open as a composite. The hints apply only when they
+    are one per ImageJ channel of a single channel dimension; Ranges and
+    LUTs only when every channel has one (ImageJ pairs them by position).
+    ImageJ labels planes, not channels: each plane gets its channel's name.
+    """
+    keys: dict[str, Any] = {"mode": "composite"} if stack.channels > 1 else {}
+    if len(channels) != stack.channels or (stack.channels > 1 and stack.channel_dim is None):
+        return keys, {}
+    blobs: dict[str, Any] = {}
+    if all(c.window is not None for c in channels):
+        if stack.channels == 1:
+            keys["min"], keys["max"] = channels[0].window
+        else:
+            blobs["Ranges"] = tuple(float(v) for c in channels for v in c.window)
+    luts = [_lut(c.color) for c in channels]
+    if stack.channels > 1 and all(lut is not None for lut in luts):
+        blobs["LUTs"] = luts
+    if any(c.label for c in channels):
+        labels = [_ascii(c.label or "") for c in channels]
+        blobs["Labels"] = labels * (stack.frames * stack.slices)
+    return keys, blobs
+
+
+def _lut(color: str | None) -> numpy.ndarray | None:
+    """ImageJ's (3, 256) uint8 LUT ramping from black to "RRGGBB", or None if not a colour."""
+    if color is None or not re.fullmatch(r"[0-9A-Fa-f]{6}", color):
+        return None
+    rgb = [int(color[i:i + 2], 16) for i in (0, 2, 4)]
+    ramp = numpy.arange(256, dtype=numpy.uint32)
+    return numpy.stack([(ramp * c // 255).astype(numpy.uint8) for c in rgb])
+
+
+def _ascii(text: str) -> str:
+    # tifffile writes labels as UTF-16, but keep them printable everywhere.
+    return text.encode("ascii", "replace").decode("ascii")
+
+
+# ----------------------------------------------------------------- GeoTIFF
+
+
+def geotiff_tags(semantics: Semantics | None, axes: tuple[Axis, ...] | None) -> tuple[TagTuple, ...]:
+    """GeoTIFF and GDAL_NODATA tags for every page, or none without a georeference.
+
+    The georeference is the last two axes' (y, x); when the conventions
+    classified those axes and they are not both spatial, it cannot belong to
+    the pages and nothing is written.
+    """
+    if semantics is None:
+        return ()
+    tags: list[TagTuple] = []
+    if semantics.geo is not None and (axes is None or all(a.kind == "space" for a in axes[-2:])):
+        tags += _georeference(semantics.geo)
+    if semantics.nodata is not None:
+        # GDAL's own tag: ASCII, written on every page (GDAL reads the page it opens).
+        tags.append((42113, _TIFF_ASCII, 0, gdal_nodata_text(semantics.nodata), False))
+    return tuple(tags)
+
+
+def _georeference(geo: GeoReference) -> list[TagTuple]:
+    """Model transform tags plus the GeoKeyDirectory, on every page (writeonce False).
+
+    North-up grids (no rotation, y decreasing with row) get the usual
+    ModelPixelScale + ModelTiepoint; anything else the full
+    ModelTransformation. PixelIsArea: the geotransform is the outer corner.
+    """
+    x0, dx, rx, y0, ry, dy = (float(v) for v in geo.geotransform)
+    if rx == 0 and ry == 0 and dy < 0:
+        tags: list[TagTuple] = [
+            (33550, _TIFF_DOUBLE, 3, (dx, -dy, 0.0), False),
+            (33922, _TIFF_DOUBLE, 6, (0.0, 0.0, 0.0, x0, y0, 0.0), False),
+        ]
+    else:
+        matrix = (dx, rx, 0.0, x0, ry, dy, 0.0, y0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0)
+        tags = [(34264, _TIFF_DOUBLE, 16, matrix, False)]
+    keys = _geokeys(geo)
+    directory = (1, 1, 0, len(keys)) + tuple(v for key in keys for v in key)
+    tags.append((34735, _TIFF_SHORT, len(directory), directory, False))
+    return tags
+
+
+def _geokeys(geo: GeoReference) -> list[tuple[int, int, int, int]]:
+    """GeoKey entries (KeyID, location 0 = inline, count 1, value), sorted by KeyID.
+
+    The CRS is written only as an EPSG code whose kind (geographic or
+    projected) is certain. Without one the file keeps its transform but
+    states no CRS: GeoKeys can carry any other CRS only parameter by
+    parameter, which needs a projection library to derive from WKT, and a
+    half-right CRS is worse than none (the WKT stays in the array's .json).
+    """
+    keys = [(_GT_RASTER_TYPE, 0, 1, _RASTER_PIXEL_IS_AREA)]
+    kind = crs_kind(geo)
+    if geo.epsg is not None and 0 < geo.epsg < 32767 and kind is not None:
+        if kind == "geographic":
+            keys += [(_GT_MODEL_TYPE, 0, 1, _MODEL_GEOGRAPHIC), (_GEOGRAPHIC_TYPE, 0, 1, geo.epsg)]
+        else:
+            keys += [(_GT_MODEL_TYPE, 0, 1, _MODEL_PROJECTED), (_PROJECTED_CS_TYPE, 0, 1, geo.epsg)]
+    return sorted(keys)
+
+
+def crs_kind(geo: GeoReference) -> str | None:
+    """"geographic", "projected" or None (unknown) for the CRS of `geo`.
+
+    The WKT's top-level keyword decides when there is one; otherwise the
+    EPSG code must be in the GeoTIFF registry tables tifffile ships.
+    """
+    if geo.crs_wkt:
+        keyword = re.match(r"\s*([A-Z]+)\s*\[", geo.crs_wkt.upper())
+        if keyword:
+            word = keyword.group(1)
+            if word in ("GEOGCS", "GEOGCRS", "GEOGRAPHICCRS"):
+                return "geographic"
+            if word in ("PROJCS", "PROJCRS", "PROJECTEDCRS"):
+                return "projected"
+            if word in ("GEODCRS", "GEODETICCRS") and "CS[ELLIPSOIDAL" in geo.crs_wkt.upper().replace(" ", ""):
+                return "geographic"
+            return None
+    if geo.epsg in geodb.GCS._value2member_map_:
+        return "geographic"
+    if geo.epsg in geodb.PCS._value2member_map_:
+        return "projected"
+    return None
+
+
+def gdal_nodata_text(value: float) -> str:
+    """GDAL_NODATA as GDAL writes it: "nan", "-inf", integers without a fraction."""
+    if math.isnan(value):
+        return "nan"
+    if math.isinf(value):
+        return "inf" if value > 0 else "-inf"
+    if float(value).is_integer():
+        return str(int(value))
+    return repr(float(value))
