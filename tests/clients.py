@@ -48,6 +48,23 @@ if (nImages == 0) {{
 }}
 getDimensions(width, height, channels, slices, frames);
 print("{_TAG} dims " + width + " " + height + " " + channels + " " + slices + " " + frames + " " + bitDepth());
+
+function value(x, y, index) {{
+    if (x < 0 || y < 0 || x >= getWidth() || y >= getHeight() || index < 1 || index > nSlices) {{
+        print("{_TAG} error: pixel (" + x + ", " + y + ", " + index + ") is outside the image");
+        exit;
+    }}
+    setSlice(index);
+    // d2s with negative decimals: scientific notation with all the digits a
+    // float32 needs; print(v) would round to 4 decimals.
+    print("{_TAG} value " + d2s(getPixel(x, y), -9));
+}}
+"""
+
+# Appended when a test asks for ImageJ's calibration and channel display:
+# pixel size and units, frame interval, origin, composite mode, and per
+# channel the LUT's colour at 255, the display range and the plane label.
+_MACRO_CALIBRATION = f"""
 getVoxelSize(pixelWidth, pixelHeight, voxelDepth, unit);
 print("{_TAG} voxel " + d2s(pixelWidth, -9) + " " + d2s(pixelHeight, -9) + " " + d2s(voxelDepth, -9) + " " + unit);
 Stack.getUnits(xUnit, yUnit, zUnit, timeUnit, valueUnit);
@@ -64,17 +81,6 @@ for (c = 1; c <= channels; c++) {{
     getMinAndMax(low, high);
     // The label is last: it may hold spaces.
     print("{_TAG} channel " + reds[255] + " " + greens[255] + " " + blues[255] + " " + d2s(low, -9) + " " + d2s(high, -9) + " " + getInfo("slice.label"));
-}}
-
-function value(x, y, index) {{
-    if (x < 0 || y < 0 || x >= getWidth() || y >= getHeight() || index < 1 || index > nSlices) {{
-        print("{_TAG} error: pixel (" + x + ", " + y + ", " + index + ") is outside the image");
-        exit;
-    }}
-    setSlice(index);
-    // d2s with negative decimals: scientific notation with all the digits a
-    // float32 needs; print(v) would round to 4 decimals.
-    print("{_TAG} value " + d2s(getPixel(x, y), -9));
 }}
 """
 
@@ -95,23 +101,24 @@ def gdal_available() -> bool:
     return shutil.which("gdalinfo") is not None and shutil.which("gdal_translate") is not None
 
 
-def imagej_describe(path: str, pixels: list[tuple[int, int, int]]) -> dict:
+def imagej_describe(path: str, pixels: list[tuple[int, int, int]], *, calibration: bool = False) -> dict:
     """Open ``path`` in stock ImageJ and report what it sees.
 
     ``pixels`` are (x, y, stack_index) triples, stack_index 1-based over
     ImageJ's whole stack (for a hyperstack: channel fastest, then slice, then
     frame).  Returns {"width", "height", "channels", "slices", "frames",
     "bitDepth", "values"}, values in the order of ``pixels``: int, or float for
-    32-bit images; and ImageJ's calibration and display: "voxelSize" (pixel
+    32-bit images.  With ``calibration``, also ImageJ's calibration and display: "voxelSize" (pixel
     width, height, depth), "unit", "units" (x, y, z, time), "frameInterval",
     "origin" (pixel 0, 0, slice 0 in calibrated units), "composite", and
     "channelDisplay" (per channel: LUT colour at 255, display range, label of
     the channel's first plane).  Raises ClientError with ImageJ's output on any failure.
     """
     calls = "".join(f"value({int(x)}, {int(y)}, {int(index)});\n" for x, y, index in pixels)
-    macro = _MACRO_HEAD + calls + f'print("{_TAG} done");\n'
+    macro = _MACRO_HEAD + (_MACRO_CALIBRATION if calibration else "") + calls + f'print("{_TAG} done");\n'
     output = _run_imagej(macro, os.path.abspath(path))
-    return _parse_imagej_output(output, expected_values=len(pixels))
+    seen = _parse_imagej_output(output, expected_values=len(pixels))
+    return {**seen, **_parse_calibration(output)} if calibration else seen
 
 
 def gdalinfo_json(path: str) -> dict:
@@ -232,13 +239,15 @@ def _parse_imagej_output(output: str, expected_values: int) -> dict:
         "frames": frames,
         "bitDepth": bit_depth,
         "values": numbers,
-        **_parse_calibration(tagged),
     }
 
 
-def _parse_calibration(tagged: list[str]) -> dict:
-    """The macro's calibration and display lines (see _MACRO_HEAD) as imagej_describe's extra keys."""
+def _parse_calibration(output: str) -> dict:
+    """The lines of _MACRO_CALIBRATION as imagej_describe's extra keys."""
+    tagged = [line.split(maxsplit=1)[1] for line in output.splitlines() if line.startswith(_TAG + " ")]
     lines = {line.split(maxsplit=1)[0]: line.split(maxsplit=1)[1:] for line in tagged}
+    if not {"voxel", "units", "finterval", "origin", "composite"} <= lines.keys():
+        raise ClientError(f"ImageJ did not report the calibration; its output:\n{output}")
     width, height, depth, unit = lines["voxel"][0].split(maxsplit=3)
     x_unit, y_unit, z_unit, time_unit, _ = lines["units"][0].split("|")
     channels = []

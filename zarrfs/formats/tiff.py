@@ -209,7 +209,7 @@ def _stack(
         sample,
         described=bool(leading) or bool(hints.description) or hints.resolution is not None,
         imagej=hints,
-        extratags=geotiff_tags(semantics, axes),
+        extratags=geotiff_tags(semantics, axes, len(shape)),
     )
 
 

@@ -264,17 +264,17 @@ def _ascii(text: str) -> str:
 # ----------------------------------------------------------------- GeoTIFF
 
 
-def geotiff_tags(semantics: Semantics | None, axes: tuple[Axis, ...] | None) -> tuple[TagTuple, ...]:
+def geotiff_tags(semantics: Semantics | None, axes: tuple[Axis, ...] | None, ndim: int) -> tuple[TagTuple, ...]:
     """GeoTIFF and GDAL_NODATA tags for every page, or none without a georeference.
 
-    The georeference is the last two axes' (y, x); when the conventions
-    classified those axes and they are not both spatial, it cannot belong to
-    the pages and nothing is written.
+    The georeference is the last two axes' (y, x): it belongs to the pages
+    only when the array has two such axes and, if the conventions classified
+    them, both are spatial.
     """
     if semantics is None:
         return ()
     tags: list[TagTuple] = []
-    if semantics.geo is not None and (axes is None or all(a.kind == "space" for a in axes[-2:])):
+    if semantics.geo is not None and ndim >= 2 and (axes is None or all(a.kind == "space" for a in axes[-2:])):
         tags += _georeference(semantics.geo)
     if semantics.nodata is not None:
         # GDAL's own tag: ASCII, written on every page (GDAL reads the page it opens).
@@ -299,8 +299,9 @@ def _georeference(geo: GeoReference) -> list[TagTuple]:
         matrix = (dx, rx, 0.0, x0, ry, dy, 0.0, y0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0)
         tags = [(34264, _TIFF_DOUBLE, 16, matrix, False)]
     keys = _geokeys(geo)
-    directory = (1, 1, 0, len(keys)) + tuple(v for key in keys for v in key)
-    tags.append((34735, _TIFF_SHORT, len(directory), directory, False))
+    if keys:
+        directory = (1, 1, 0, len(keys)) + tuple(v for key in keys for v in key)
+        tags.append((34735, _TIFF_SHORT, len(directory), directory, False))
     return tags
 
 
@@ -308,19 +309,22 @@ def _geokeys(geo: GeoReference) -> list[tuple[int, int, int, int]]:
     """GeoKey entries (KeyID, location 0 = inline, count 1, value), sorted by KeyID.
 
     The CRS is written only as an EPSG code whose kind (geographic or
-    projected) is certain. Without one the file keeps its transform but
-    states no CRS: GeoKeys can carry any other CRS only parameter by
+    projected) is certain. Without one the file keeps its transform but has
+    no GeoKeyDirectory at all, so GDAL reports the geotransform and no CRS
+    (a directory without GTModelType makes GDAL invent an "unnamed"
+    engineering CRS). GeoKeys can carry any other CRS only parameter by
     parameter, which needs a projection library to derive from WKT, and a
     half-right CRS is worse than none (the WKT stays in the array's .json).
+    PixelIsArea is also the GeoTIFF default when the directory is absent.
     """
-    keys = [(_GT_RASTER_TYPE, 0, 1, _RASTER_PIXEL_IS_AREA)]
     kind = crs_kind(geo)
-    if geo.epsg is not None and 0 < geo.epsg < 32767 and kind is not None:
-        if kind == "geographic":
-            keys += [(_GT_MODEL_TYPE, 0, 1, _MODEL_GEOGRAPHIC), (_GEOGRAPHIC_TYPE, 0, 1, geo.epsg)]
-        else:
-            keys += [(_GT_MODEL_TYPE, 0, 1, _MODEL_PROJECTED), (_PROJECTED_CS_TYPE, 0, 1, geo.epsg)]
-    return sorted(keys)
+    if geo.epsg is None or not 0 < geo.epsg < 32767 or kind is None:
+        return []
+    if kind == "geographic":
+        crs = [(_GT_MODEL_TYPE, 0, 1, _MODEL_GEOGRAPHIC), (_GEOGRAPHIC_TYPE, 0, 1, geo.epsg)]
+    else:
+        crs = [(_GT_MODEL_TYPE, 0, 1, _MODEL_PROJECTED), (_PROJECTED_CS_TYPE, 0, 1, geo.epsg)]
+    return sorted([(_GT_RASTER_TYPE, 0, 1, _RASTER_PIXEL_IS_AREA), *crs])
 
 
 def crs_kind(geo: GeoReference) -> str | None:
