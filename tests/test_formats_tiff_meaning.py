@@ -474,3 +474,18 @@ def test_imagej_other_orders(tmp_path: Path, needs_imagej: None, names: str) -> 
     assert (seen["frames"], seen["slices"], seen["channels"]) == (frames, slices, channels)
     assert seen["values"] == [int(expected[t, z, c, y, x]) for (t, z, c), (x, y, _) in zip(planes, pixels, strict=True)]
     assert seen["composite"] is (channels > 1)
+
+
+@pytest.mark.parametrize("channels", [1, 2])
+def test_imagej_int16_display_range(tmp_path: Path, needs_imagej: None, channels: int) -> None:
+    """ImageJ holds int16 as raw uint16 + 32768; the OME window must still show as the data's values."""
+    shape = (channels, 3, 4, 5)
+    a = (values(shape).astype(np.int64) - 30000).astype("<i2")
+    windows = [(-100.0, 1000.0), (0.0, 50.0)][:channels]
+    hints = tuple(Channel(f"ch{i}", "FF0000", w) for i, w in enumerate(windows))
+    semantics = Semantics(axes=axes_for("czyx", shape), channels=hints)
+    layout = tiff_layout(shape, a.dtype, None, semantics)
+    assert layout is not None
+    seen = imagej_describe(str(write(tmp_path, layout, a)), [(2, 1, 1)], calibration=True)
+    assert seen["values"] == [int(a[0, 0, 1, 2]) + 32768]  # ImageJ's raw value; it shows value - 32768
+    assert [c["range"] for c in seen["channelDisplay"]] == windows

@@ -1,10 +1,28 @@
 """TIFF virtual files: tifffile writes the structure, the element region stays virtual.
 
 An N-D array becomes a stack of 2-D pages: the last two dimensions are one
-page (0-d is 1x1, 1-D is one row), the leading dimensions in C order give the
-page sequence. Every page is uncompressed, single-sample, one strip (so the
-array's bytes need no reordering), NewSubfileType 0 (GDAL treats 1 as an
-overview).
+page (0-d is 1x1, 1-D is one row). Every page is uncompressed,
+single-sample, one strip, NewSubfileType 0 (GDAL treats 1 as an overview).
+
+Page order, for every reader (ImageJ, tifffile, GDAL, libtiff): ImageJ's
+hyperstack order, frame slowest, then slice, then channel fastest. Stock
+ImageJ reads contiguous planes only in that order (formats.md §6.3: its
+`order=` key is ignored on the contiguous path this file needs), so:
+
+* with `semantics` axes (time/channel/space from OME-Zarr and the like)
+  the leading dimensions are served as t, z, c whatever their array order
+  (OME's t, c, z included): a `PlanePermutedLayout` maps each file plane
+  to its array plane, every plane still one contiguous run of the array's
+  bytes. Page i is then array plane `layout.plane_order[i]`. When the
+  array's order already is t, z, c the layout is a plain `Layout`;
+* without axes the leading dimensions stay in C order (page i is array
+  plane i) and dimension names map to frames/slices/channels only when
+  they already come in t, z, c order; anything else is one run of slices.
+
+The meaning in `Semantics` adds (`tifftags.py`): ImageJ calibration
+(X/YResolution in pixels per unit with ResolutionUnit none, `unit`,
+`spacing`, `finterval`/`tunit`, origins), composite channels with LUTs,
+labels and display ranges, and GeoTIFF tags plus GDAL_NODATA on every page.
 
 tifffile writes the file into `_SparseFile`, which keeps what is written and
 only the extent of what is skipped: tifffile reserves the pixel data with a
@@ -15,13 +33,14 @@ after the first IFD and the other IFDs after the data, which is exactly the
 
 * header: file header, IFD0 and its out-of-line values (ImageDescription,
   resolutions), padding to tifffile's 16-byte data alignment;
-* region: the planes back to back, `a.tobytes()`;
+* region: the planes back to back, `a.tobytes()` (planes permuted as above);
 * trailer: IFD1 ... IFDn-1 (empty for a single page or ImageJ's > 4 GiB form).
 
-Arrays of 3 or more dimensions carry an ImageJ hyperstack ImageDescription
-(`images`, `channels`/`slices`/`frames`). It is kept for every dtype, also
-those ImageJ cannot show (64-bit, complex, float16): it only states geometry,
-which is true whatever the dtype; tifffile reads the N-D shape from it for
+Arrays of 3 or more dimensions (and 2-D ones with a known pixel size) carry
+an ImageJ hyperstack ImageDescription (`images`, `channels`/`slices`/
+`frames`, calibration). It is kept for every dtype, also those ImageJ cannot
+show (64-bit, complex, float16): it only states geometry and calibration,
+which are true whatever the dtype; tifffile reads the N-D shape from it for
 every dtype (tested), and ImageJ refuses such files for their pixel type,
 not for the description.
 
@@ -201,7 +220,7 @@ def _stack(
     else:
         names = None if dimension_names is None else tuple(dimension_names[:-2])
         planes = Hyperstack(*_hyperstack(leading, names))
-    hints = imagej_hints(axes, planes, semantics.channels if semantics is not None else ())
+    hints = imagej_hints(axes, planes, semantics.channels if semantics is not None else (), sample)
     return _Stack(
         planes,
         height,

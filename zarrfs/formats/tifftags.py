@@ -154,12 +154,16 @@ def hyperstack(leading: tuple[int, ...], letters: tuple[str, ...]) -> Hyperstack
 # ------------------------------------------------------------------ ImageJ
 
 
-def imagej_hints(axes: tuple[Axis, ...] | None, stack: Hyperstack, channels: tuple[Channel, ...]) -> ImageJHints:
+def imagej_hints(
+    axes: tuple[Axis, ...] | None, stack: Hyperstack, channels: tuple[Channel, ...], dtype: numpy.dtype
+) -> ImageJHints:
     """Calibration and channel display for ImageJ; empty without semantic axes."""
     if axes is None:
         return ImageJHints()
     description, resolution = _calibration(axes, stack)
-    display, blobs = _channel_display(channels, stack)
+    # ImageJ holds int16 as uint16 + 32768 and its display ranges in those raw values.
+    offset = 32768.0 if dtype.kind == "i" and dtype.itemsize == 2 else 0.0
+    display, blobs = _channel_display(channels, stack, offset)
     return ImageJHints({**description, **display}, blobs, resolution)
 
 
@@ -221,12 +225,15 @@ def _frame_interval(axis: Axis | None) -> dict[str, Any]:
     return keys
 
 
-def _channel_display(channels: tuple[Channel, ...], stack: Hyperstack) -> tuple[dict[str, Any], dict[str, Any]]:
+def _channel_display(
+    channels: tuple[Channel, ...], stack: Hyperstack, offset: float
+) -> tuple[dict[str, Any], dict[str, Any]]:
     """mode/min/max description keys and Labels/Ranges/LUTs for ImageJ.
 
     Several channels open as a composite. The hints apply only when they
     are one per ImageJ channel of a single channel dimension; Ranges and
     LUTs only when every channel has one (ImageJ pairs them by position).
+    Display ranges are in ImageJ's raw pixel values: the data's plus `offset`.
     ImageJ labels planes, not channels: each plane gets its channel's name.
     """
     keys: dict[str, Any] = {"mode": "composite"} if stack.channels > 1 else {}
@@ -235,9 +242,9 @@ def _channel_display(channels: tuple[Channel, ...], stack: Hyperstack) -> tuple[
     blobs: dict[str, Any] = {}
     if all(c.window is not None for c in channels):
         if stack.channels == 1:
-            keys["min"], keys["max"] = channels[0].window
+            keys["min"], keys["max"] = (v + offset for v in channels[0].window)
         else:
-            blobs["Ranges"] = tuple(float(v) for c in channels for v in c.window)
+            blobs["Ranges"] = tuple(float(v) + offset for c in channels for v in c.window)
     luts = [_lut(c.color) for c in channels]
     if stack.channels > 1 and all(lut is not None for lut in luts):
         blobs["LUTs"] = luts
