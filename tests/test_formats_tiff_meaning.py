@@ -246,6 +246,25 @@ def test_2d_with_pixel_size_gets_a_description(tmp_path: Path) -> None:
     assert (meta["unit"], meta["yunit"]) == ("nm", "micron")
 
 
+def test_unusable_calibration_is_left_out(tmp_path: Path) -> None:
+    axes = (
+        Axis("t", "time", "second\nmode=color", 0.0),
+        Axis("z", "space", "micrometer", float("nan"), 3.0),
+        Axis("y", "space", "bad\\unit", -0.5, 1.0),
+        Axis("x", "space", "\u00c5ngstr\u00f6m", 2.0, float("inf")),
+    )
+    a = values((2, 3, 4, 5))
+    layout = tiff_layout(a.shape, a.dtype, None, Semantics(axes=axes))
+    assert layout is not None
+    with tifffile.TiffFile(write(tmp_path, layout, a)) as tif:
+        meta = tif.imagej_metadata
+        assert tif.pages[0].get_resolution() == (0.5, 1.0)
+    assert (meta["frames"], meta["slices"], meta["mode"]) == (2, 3, "grayscale")
+    # z keeps its own unit; x's unit cannot be written and is not borrowed from z.
+    calibration = {"unit", "yunit", "zunit", "spacing", "finterval", "tunit", "xorigin", "yorigin", "zorigin"}
+    assert {k: meta[k] for k in calibration & meta.keys()} == {"zunit": "micron"}
+
+
 @pytest.mark.parametrize("dtype", ["<u4", ">f8", "<c8"])
 def test_dtypes_imagej_cannot_show_keep_the_description(tmp_path: Path, dtype: str) -> None:
     a = values(OME_SHAPE, dtype)
@@ -278,7 +297,8 @@ def big_semantics() -> Semantics:
     axes = (Axis("t", "time", "second", 2.0), Axis("c", "channel"), Axis("z", "space", "micrometer", 1.5),
             Axis("y", "space", "micrometer", 0.5), Axis("x", "space", "micrometer", 0.5))
     geo = GeoReference((100.0, 0.5, 0.0, 200.0, 0.0, -0.5), epsg=32633)
-    return Semantics(axes=axes, channels=(Channel("a"), Channel("b"), Channel("c")), geo=geo)
+    channels = (Channel("a", "FF0000"), Channel("b", "00FF00"), Channel("c", "0000FF"))
+    return Semantics(axes=axes, channels=channels, geo=geo)
 
 
 def sparse_file(path: Path, layout: Layout) -> None:
@@ -305,7 +325,7 @@ def mark_array_plane(path: Path, layout: Layout, array_plane: int) -> np.ndarray
 def test_big_imagej_form_has_calibration_and_imagej_order(tmp_path: Path) -> None:
     layout = tiff_layout(BIG, np.dtype("u1"), None, big_semantics())
     assert isinstance(layout, PlanePermutedLayout) and layout.trailer == b""
-    assert layout.size > 4 * GiB and len(layout.header) < 4096
+    assert layout.size > 4 * GiB and len(layout.header) < 8192  # with 3 LUTs (768 bytes each) and 300 labels
     path = tmp_path / "big.tif"
     sparse_file(path, layout)
     # Array plane (t=1, c=2, z=7) must appear at ImageJ's (t=1, z=7, c=2).
@@ -316,6 +336,8 @@ def test_big_imagej_form_has_calibration_and_imagej_order(tmp_path: Path) -> Non
         assert (meta["frames"], meta["slices"], meta["channels"]) == (2, 50, 3)
         assert meta["spacing"] == 1.5 and meta["unit"] == "micron" and meta["finterval"] == 2.0
         assert meta["Labels"][:4] == ["a", "b", "c", "a"]
+        assert meta["mode"] == "composite" and [tuple(lut[:, 255]) for lut in meta["LUTs"]] == [
+            (255, 0, 0), (0, 255, 0), (0, 0, 255)]
         assert tif.pages[0].get_resolution() == (2.0, 2.0)
         assert tif.pages[0].tags["ModelPixelScaleTag"].value == (0.5, 0.5, 0.0)
     np.testing.assert_array_equal(tifffile.memmap(path)[1, 7, 2, 17], marker)
@@ -334,6 +356,19 @@ def test_big_bigtiff_form_has_calibration_and_geotiff_on_every_page(tmp_path: Pa
             assert page.dataoffsets == (len(layout.header) + index * PLANE * 2,)
             assert page.tags["GeoKeyDirectoryTag"].value[-4:] == (3072, 0, 1, 32633)
             assert page.get_resolution() == (2.0, 2.0)
+
+
+def test_classic_limit_counts_the_extra_tags() -> None:
+    # 256 planes filling 4 GiB up to exactly the 512 bytes per page the plain file may use.
+    shape = (256, 32767, 512)
+    geo = Semantics(geo=GeoReference((0.0, 1.0, 0.0, 0.0, 0.0, -1.0), epsg=4326), nodata=0.0)
+    plain = tiff_layout(shape, np.dtype("u1"))
+    assert plain is not None and plain.size < 2**32 and len(plain.trailer) > 0  # one IFD per plane
+    assert bigtiff_layout(shape, np.dtype("u1")) is None
+    # GeoTIFF tags on every page no longer fit: ImageJ's single-IFD form and a BigTIFF instead.
+    truncated = tiff_layout(shape, np.dtype("u1"), None, geo)
+    assert truncated is not None and truncated.trailer == b""
+    assert bigtiff_layout(shape, np.dtype("u1"), None, geo) is not None
 
 
 # ----------------------------------------------------------------- GeoTIFF

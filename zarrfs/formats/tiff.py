@@ -97,10 +97,12 @@ _IMAGEJ_CHARS = frozenset("BHhf")
 
 _IMAGEJ_ORDER = "TZC"  # slowest to fastest: ImageJ stack index = (t*Z + z)*C + c
 
-# Upper bound of what one page adds besides pixel data (IFD0 with the
-# description, file header, alignment included): tifffile's IFDs are ~200
-# bytes here. Used only to decide, before writing, whether a classic file fits.
+# Upper bound of what one page adds besides pixel data and the tags counted
+# one by one (description, IJMetadata, GeoTIFF: `_tags_nbytes`), file header
+# and alignment included: tifffile's IFDs are ~200 bytes here. Used only to
+# decide, before writing, whether a classic file fits.
 _IFD_BOUND = 512
+_TIFF_TYPE_SIZES = {1: 1, 2: 1, 3: 2, 4: 4, 5: 8, 7: 1, 11: 4, 12: 8, 16: 8}
 _CLASSIC_LIMIT = 2**32
 
 # Every IFD is a few hundred bytes held in memory (and written in a Python
@@ -117,7 +119,7 @@ class _Stack:
     height: int
     width: int
     dtype: numpy.dtype  # sample type in the array's byte order (bool -> uint8)
-    described: bool  # the file carries an ImageJ description (ndim >= 3, or calibration)
+    description: str | None  # ImageJ's (ndim >= 3, or calibration), on the first page
     imagej: ImageJHints = ImageJHints()
     extratags: tuple[TagTuple, ...] = ()  # GeoTIFF / GDAL tags on every page
 
@@ -138,9 +140,25 @@ class _Stack:
         # dtype.str spells native order explicitly; '|' (1-byte) is either.
         return ">" if self.dtype.str[0] == ">" else "<"
 
+    def first_page_tags(self) -> tuple[TagTuple, ...]:
+        """Tags besides the baseline ones on the first page: GeoTIFF plus ImageJ's IJMetadata."""
+        if self.description is None or not self.imagej.blobs:
+            return self.extratags
+        return self.extratags + tuple(tifffile.imagej_metadata_tag(self.imagej.blobs, self.byteorder))
+
+    def first_ifd_nbytes(self) -> int:
+        """Upper bound of the file header plus IFD0 with all its values.
+
+        `_IFD_BOUND` covers a description of geometry alone; calibration and
+        display keys lengthen it, so such a description counts in full.
+        """
+        description = len(self.description or "") if self.imagej.description else 0
+        return _IFD_BOUND + description + _tags_nbytes(self.first_page_tags())
+
     def fits_classic(self) -> bool:
         """Whether every IFD and strip offset of a full classic TIFF fits in 32 bits."""
-        return self.data_nbytes + self.pages * _IFD_BOUND <= _CLASSIC_LIMIT
+        other_ifds = (self.pages - 1) * (_IFD_BOUND + _tags_nbytes(self.extratags))
+        return self.data_nbytes + self.first_ifd_nbytes() + other_ifds <= _CLASSIC_LIMIT
 
 
 def tiff_layout(
@@ -170,7 +188,7 @@ def tiff_layout(
         return _build(stack, bigtiff=False, imagej_truncated=False)
     if (
         stack.pages > 1
-        and stack.plane_nbytes + _IFD_BOUND <= _CLASSIC_LIMIT
+        and stack.plane_nbytes + stack.first_ifd_nbytes() <= _CLASSIC_LIMIT
         and stack.dtype.char in _IMAGEJ_CHARS
     ):
         return _build(stack, bigtiff=False, imagej_truncated=True)
@@ -221,12 +239,13 @@ def _stack(
         names = None if dimension_names is None else tuple(dimension_names[:-2])
         planes = Hyperstack(*_hyperstack(leading, names))
     hints = imagej_hints(axes, planes, semantics.channels if semantics is not None else (), sample)
+    described = bool(leading) or bool(hints.description) or hints.resolution is not None
     return _Stack(
         planes,
         height,
         width,
         sample,
-        described=bool(leading) or bool(hints.description) or hints.resolution is not None,
+        description=_description(planes, height, width, hints) if described else None,
         imagej=hints,
         extratags=geotiff_tags(semantics, axes, len(shape)),
     )
@@ -282,7 +301,7 @@ def _build(stack: _Stack, *, bigtiff: bool, imagej_truncated: bool) -> Layout:
         )
         shape = (stack.pages,)
         # metadata=None: no tifffile JSON, the description (if any) is ImageJ's.
-        extra = {"metadata": None, "description": _description(stack), "extratags": _extratags(stack)}
+        extra = {"metadata": None, "description": stack.description, "extratags": stack.first_page_tags()}
     if stack.imagej.resolution is not None:
         # Pixels per unit with ResolutionUnit none: ImageJ takes the unit from its description.
         extra.update(resolution=stack.imagej.resolution, resolutionunit=1)
@@ -299,20 +318,22 @@ def _build(stack: _Stack, *, bigtiff: bool, imagej_truncated: bool) -> Layout:
     return _cut(sink, stack, offset)
 
 
-def _description(stack: _Stack) -> str | None:
-    """ImageJ hyperstack description for described stacks, else none."""
-    if not stack.described:
-        return None
-    planes = stack.planes
-    shape = (planes.frames, planes.slices, planes.channels, stack.height, stack.width)
-    return tifffile.imagej_description(shape, axes="TZCYX", **stack.imagej.description)
+def _description(planes: Hyperstack, height: int, width: int, hints: ImageJHints) -> str:
+    """ImageJ's hyperstack description: geometry, calibration and display mode."""
+    shape = (planes.frames, planes.slices, planes.channels, height, width)
+    return tifffile.imagej_description(shape, axes="TZCYX", **hints.description)
 
 
-def _extratags(stack: _Stack) -> tuple[TagTuple, ...]:
-    """GeoTIFF tags plus ImageJ's IJMetadata (labels, ranges, LUTs; first page only)."""
-    if not stack.described or not stack.imagej.blobs:
-        return stack.extratags
-    return stack.extratags + tuple(tifffile.imagej_metadata_tag(stack.imagej.blobs, stack.byteorder))
+def _tags_nbytes(tags: tuple[TagTuple, ...]) -> int:
+    """Upper bound of the bytes `tags` add to an IFD: entries, values, alignment."""
+    total = 0
+    for _code, tiff_type, count, value, _once in tags:
+        if isinstance(value, (str, bytes)):
+            size = len(value) + 1
+        else:
+            size = count * _TIFF_TYPE_SIZES[tiff_type]
+        total += 12 + size + 8
+    return total
 
 
 def _cut(sink: _SparseFile, stack: _Stack, offset: tuple[int, int] | None) -> Layout:

@@ -179,23 +179,24 @@ def _calibration(axes: tuple[Axis, ...], stack: Hyperstack) -> tuple[dict[str, A
     x = _space(axes[-1]) if len(axes) >= 1 else None
     y = _space(axes[-2]) if len(axes) >= 2 else None
     z = _space(axes[stack.z_dim]) if stack.z_dim is not None else None
-    unit = next((_length_unit(a.unit) for a in (x, y, z) if a is not None and _length_unit(a.unit)), None)
+    units = {name: _length_unit(a.unit) if a is not None else None for name, a in (("x", x), ("y", y), ("z", z))}
+    # ImageJ's `unit` is x's (and y's and z's unless they have their own).
+    unit = units["x"]
     if unit:
         keys["unit"] = unit
-    if y is not None and _length_unit(y.unit) not in (None, unit):
-        keys["yunit"] = _length_unit(y.unit)
-    if z is not None:
-        if z.scale:
-            keys["spacing"] = z.scale
-        if _length_unit(z.unit) not in (None, unit):
-            keys["zunit"] = _length_unit(z.unit)
+    for name in ("y", "z"):
+        if units[name] and units[name] != unit:
+            keys[f"{name}unit"] = units[name]
+    if z is not None and _step(z):
+        keys["spacing"] = _step(z)
     for name, axis in (("xorigin", x), ("yorigin", y), ("zorigin", z)):
-        if axis is not None and axis.scale and axis.origin is not None:
-            keys[name] = -axis.origin / axis.scale
+        if axis is not None and _step(axis) and axis.origin is not None and math.isfinite(axis.origin):
+            keys[name] = -axis.origin / _step(axis)
     keys.update(_frame_interval(axes[stack.time_dim] if stack.time_dim is not None else None))
     resolution = None
-    if (x is not None and x.scale) or (y is not None and y.scale):
-        resolution = (1 / _scale(x), 1 / _scale(y))
+    if _step(x) or _step(y):
+        # An axis without a step keeps 1 pixel per unit (ImageJ has no "unknown" pixel width).
+        resolution = (1 / (_step(x) or 1.0), 1 / (_step(y) or 1.0))
     return keys, resolution
 
 
@@ -203,25 +204,35 @@ def _space(axis: Axis) -> Axis | None:
     return axis if axis.kind == "space" else None
 
 
-def _scale(axis: Axis | None) -> float:
-    return axis.scale if axis is not None and axis.scale else 1.0
+def _step(axis: Axis | None) -> float | None:
+    """The axis's scale when it is a usable step (finite, positive), else None."""
+    if axis is None or axis.scale is None or not math.isfinite(axis.scale) or axis.scale <= 0:
+        return None
+    return float(axis.scale)
 
 
 def _length_unit(unit: str | None) -> str | None:
-    if not unit:
-        return None
-    return _LENGTH_UNITS.get(unit.lower(), unit if unit.isascii() else None)
+    return _LENGTH_UNITS.get(unit.lower(), _text(unit)) if unit else None
+
+
+def _text(value: str) -> str | None:
+    """`value` if it can stand in the description, else None.
+
+    ImageJ parses the description as Java properties: a newline would start a
+    new key and a backslash is an escape; the tag is 7-bit ASCII.
+    """
+    return value if re.fullmatch(r"[\x20-\x5b\x5d-\x7e]+", value) else None
 
 
 def _frame_interval(axis: Axis | None) -> dict[str, Any]:
     """finterval (and tunit) from a time axis; ImageJ assumes seconds without tunit."""
-    if axis is None or axis.kind != "time" or not axis.scale:
+    step = _step(axis)
+    if axis is None or axis.kind != "time" or step is None:
         return {}
-    keys: dict[str, Any] = {"finterval": axis.scale}
-    if axis.unit:
-        unit = _TIME_UNITS.get(axis.unit.lower(), axis.unit if axis.unit.isascii() else None)
-        if unit:
-            keys["tunit"] = unit
+    keys: dict[str, Any] = {"finterval": step}
+    unit = _TIME_UNITS.get(axis.unit.lower(), _text(axis.unit)) if axis.unit else None
+    if unit:
+        keys["tunit"] = unit
     return keys
 
 
