@@ -80,7 +80,8 @@ for (c = 1; c <= channels; c++) {{
     getLut(reds, greens, blues);
     getMinAndMax(low, high);
     // The label is last: it may hold spaces.
-    print("{_TAG} channel " + reds[255] + " " + greens[255] + " " + blues[255] + " " + d2s(low, -9) + " " + d2s(high, -9) + " " + getInfo("slice.label"));
+    print("{_TAG} channel " + reds[255] + " " + greens[255] + " " + blues[255] + " "
+          + d2s(low, -9) + " " + d2s(high, -9) + " " + getInfo("slice.label"));
 }}
 """
 

@@ -456,7 +456,8 @@ def test_crs_kind(geo: GeoReference, kind: str | None) -> None:
 
 
 @pytest.mark.parametrize(
-    ("value", "text"), [(float("nan"), "nan"), (-9999.0, "-9999"), (0.5, "0.5"), (float("-inf"), "-inf"), (1e20, "100000000000000000000")]
+    ("value", "text"),
+    [(float("nan"), "nan"), (-9999.0, "-9999"), (0.5, "0.5"), (float("-inf"), "-inf"), (1e20, "100000000000000000000")],
 )
 def test_gdal_nodata_text(value: float, text: str) -> None:
     assert gdal_nodata_text(value) == text

@@ -81,7 +81,9 @@ class PlanePermutedLayout(Layout):
     def read_into(self, offset: int, out: np.ndarray, read_region: Callable[[int, int, np.ndarray], Any]) -> int:
         return super().read_into(offset, out, self._array_reader(read_region))
 
-    def _array_reader(self, read_region: Callable[[int, int, np.ndarray], Any]) -> Callable[[int, int, np.ndarray], None]:
+    def _array_reader(
+        self, read_region: Callable[[int, int, np.ndarray], Any]
+    ) -> Callable[[int, int, np.ndarray], None]:
         """`read_region` in file coordinates: one call per run of planes adjacent in the array."""
         plane = self.plane_nbytes
         order = self.plane_order

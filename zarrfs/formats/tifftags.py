@@ -9,6 +9,7 @@ reads. `tiff.py` builds the file; nothing here touches pixel data.
 
 from __future__ import annotations
 
+import enum
 import math
 import re
 from dataclasses import dataclass, field
@@ -362,11 +363,19 @@ def crs_kind(geo: GeoReference) -> str | None:
             if word in ("GEODCRS", "GEODETICCRS") and "CS[ELLIPSOIDAL" in geo.crs_wkt.upper().replace(" ", ""):
                 return "geographic"
             return None
-    if geo.epsg in geodb.GCS._value2member_map_:
+    if geo.epsg is not None and _enumerated(geodb.GCS, geo.epsg):
         return "geographic"
-    if geo.epsg in geodb.PCS._value2member_map_:
+    if geo.epsg is not None and _enumerated(geodb.PCS, geo.epsg):
         return "projected"
     return None
+
+
+def _enumerated(codes: type[enum.IntEnum], value: int) -> bool:
+    try:
+        codes(value)
+    except ValueError:
+        return False
+    return True
 
 
 def gdal_nodata_text(value: float) -> str:
