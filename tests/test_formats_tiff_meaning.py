@@ -525,3 +525,17 @@ def test_imagej_int16_display_range(tmp_path: Path, needs_imagej: None, channels
     seen = imagej_describe(str(write(tmp_path, layout, a)), [(2, 1, 1)], calibration=True)
     assert seen["values"] == [int(a[0, 0, 1, 2]) + 32768]  # ImageJ's raw value; it shows value - 32768
     assert [c["range"] for c in seen["channelDisplay"]] == windows
+
+
+def test_gdal_reads_georeference_of_big_forms(tmp_path: Path, needs_gdal: None) -> None:
+    """Past 4 GiB: GDAL finds the georeference on the BigTIFF's pages and in ImageJ's single IFD."""
+    semantics = big_semantics()
+    for name, layout in (("big.btf", bigtiff_layout(BIG, np.dtype("u1"), None, semantics)),
+                         ("big.tif", tiff_layout(BIG, np.dtype("u1"), None, semantics))):
+        assert layout is not None
+        path = tmp_path / name
+        sparse_file(path, layout)
+        for source in (str(path), f"GTIFF_DIR:300:{path}") if name == "big.btf" else (str(path),):
+            info = gdalinfo_json(source)  # structure only: the sparse region is never read
+            assert info["geoTransform"] == list(semantics.geo.geotransform)
+            assert info["stac"]["proj:epsg"] == 32633
