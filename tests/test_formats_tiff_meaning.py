@@ -539,3 +539,20 @@ def test_gdal_reads_georeference_of_big_forms(tmp_path: Path, needs_gdal: None) 
             info = gdalinfo_json(source)  # structure only: the sparse region is never read
             assert info["geoTransform"] == list(semantics.geo.geotransform)
             assert info["stac"]["proj:epsg"] == 32633
+
+
+def test_2d_map_with_pixel_size_in_imagej_and_gdal(tmp_path: Path, needs_imagej: None, needs_gdal: None) -> None:
+    """A georeferenced 2-D raster with metre axes: ImageJ sees the calibration, GDAL the georeference."""
+    a = (np.arange(20 * 30) * 3).astype("<f4").reshape(20, 30)
+    axes = (Axis("y", "space", "meter", 10.0, 5.0), Axis("x", "space", "meter", 10.0, 100.0))
+    geo = GeoReference((95.0, 10.0, 0.0, 0.0, 0.0, -10.0), epsg=32633)
+    layout = tiff_layout(a.shape, a.dtype, None, Semantics(axes=axes, geo=geo, nodata=-1.0))
+    assert layout is not None
+    path = str(write(tmp_path, layout, a))
+    seen = imagej_describe(path, [(3, 2, 1)], calibration=True)
+    assert (seen["voxelSize"][:2], seen["units"]["x"], seen["origin"][:2]) == ((10.0, 10.0), "m", (100.0, 5.0))
+    assert seen["values"] == [float(a[2, 3])]
+    info = gdalinfo_json(path)
+    assert (info["geoTransform"], info["stac"]["proj:epsg"], info["bands"][0]["noDataValue"]) == (
+        list(geo.geotransform), 32633, -1.0)
+    np.testing.assert_array_equal(gdal_read(path), a)
