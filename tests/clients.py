@@ -61,6 +61,30 @@ function value(x, y, index) {{
 }}
 """
 
+# Appended when a test asks for ImageJ's calibration and channel display:
+# pixel size and units, frame interval, origin, composite mode, and per
+# channel the LUT's colour at 255, the display range and the plane label.
+_MACRO_CALIBRATION = f"""
+getVoxelSize(pixelWidth, pixelHeight, voxelDepth, unit);
+print("{_TAG} voxel " + d2s(pixelWidth, -9) + " " + d2s(pixelHeight, -9) + " " + d2s(voxelDepth, -9) + " " + unit);
+Stack.getUnits(xUnit, yUnit, zUnit, timeUnit, valueUnit);
+print("{_TAG} units " + xUnit + "|" + yUnit + "|" + zUnit + "|" + timeUnit + "|" + valueUnit);
+print("{_TAG} finterval " + d2s(Stack.getFrameInterval(), -9));
+// Pixel (0, 0, slice 0) in calibrated units: the calibration's origin.
+originX = 0; originY = 0; originZ = 0;
+toScaled(originX, originY, originZ);
+print("{_TAG} origin " + d2s(originX, -9) + " " + d2s(originY, -9) + " " + d2s(originZ, -9));
+print("{_TAG} composite " + is("composite"));
+for (c = 1; c <= channels; c++) {{
+    if (channels > 1) Stack.setPosition(c, 1, 1);
+    getLut(reds, greens, blues);
+    getMinAndMax(low, high);
+    // The label is last: it may hold spaces.
+    print("{_TAG} channel " + reds[255] + " " + greens[255] + " " + blues[255] + " "
+          + d2s(low, -9) + " " + d2s(high, -9) + " " + getInfo("slice.label"));
+}}
+"""
+
 _ENVI_DTYPES = {1: "u1", 2: "i2", 3: "i4", 4: "f4", 5: "f8", 12: "u2", 13: "u4", 14: "i8", 15: "u8"}
 
 
@@ -78,19 +102,24 @@ def gdal_available() -> bool:
     return shutil.which("gdalinfo") is not None and shutil.which("gdal_translate") is not None
 
 
-def imagej_describe(path: str, pixels: list[tuple[int, int, int]]) -> dict:
+def imagej_describe(path: str, pixels: list[tuple[int, int, int]], *, calibration: bool = False) -> dict:
     """Open ``path`` in stock ImageJ and report what it sees.
 
     ``pixels`` are (x, y, stack_index) triples, stack_index 1-based over
     ImageJ's whole stack (for a hyperstack: channel fastest, then slice, then
     frame).  Returns {"width", "height", "channels", "slices", "frames",
     "bitDepth", "values"}, values in the order of ``pixels``: int, or float for
-    32-bit images.  Raises ClientError with ImageJ's output on any failure.
+    32-bit images.  With ``calibration``, also ImageJ's calibration and display: "voxelSize" (pixel
+    width, height, depth), "unit", "units" (x, y, z, time), "frameInterval",
+    "origin" (pixel 0, 0, slice 0 in calibrated units), "composite", and
+    "channelDisplay" (per channel: LUT colour at 255, display range, label of
+    the channel's first plane).  Raises ClientError with ImageJ's output on any failure.
     """
     calls = "".join(f"value({int(x)}, {int(y)}, {int(index)});\n" for x, y, index in pixels)
-    macro = _MACRO_HEAD + calls + f'print("{_TAG} done");\n'
+    macro = _MACRO_HEAD + (_MACRO_CALIBRATION if calibration else "") + calls + f'print("{_TAG} done");\n'
     output = _run_imagej(macro, os.path.abspath(path))
-    return _parse_imagej_output(output, expected_values=len(pixels))
+    seen = _parse_imagej_output(output, expected_values=len(pixels))
+    return {**seen, **_parse_calibration(output)} if calibration else seen
 
 
 def gdalinfo_json(path: str) -> dict:
@@ -211,6 +240,31 @@ def _parse_imagej_output(output: str, expected_values: int) -> dict:
         "frames": frames,
         "bitDepth": bit_depth,
         "values": numbers,
+    }
+
+
+def _parse_calibration(output: str) -> dict:
+    """The lines of _MACRO_CALIBRATION as imagej_describe's extra keys."""
+    tagged = [line.split(maxsplit=1)[1] for line in output.splitlines() if line.startswith(_TAG + " ")]
+    lines = {line.split(maxsplit=1)[0]: line.split(maxsplit=1)[1:] for line in tagged}
+    if not {"voxel", "units", "finterval", "origin", "composite"} <= lines.keys():
+        raise ClientError(f"ImageJ did not report the calibration; its output:\n{output}")
+    width, height, depth, unit = lines["voxel"][0].split(maxsplit=3)
+    x_unit, y_unit, z_unit, time_unit, _ = lines["units"][0].split("|")
+    channels = []
+    for line in tagged:
+        if line.startswith("channel "):
+            red, green, blue, low, high, *label = line.split(maxsplit=6)[1:]
+            channels.append({"color": (int(red), int(green), int(blue)), "range": (float(low), float(high)),
+                             "label": label[0] if label else ""})
+    return {
+        "voxelSize": (float(width), float(height), float(depth)),
+        "unit": unit,
+        "units": {"x": x_unit, "y": y_unit, "z": z_unit, "time": time_unit},
+        "frameInterval": float(lines["finterval"][0]),
+        "origin": tuple(float(v) for v in lines["origin"][0].split()),
+        "composite": lines["composite"][0] == "1",
+        "channelDisplay": channels,
     }
 
 

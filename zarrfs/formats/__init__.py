@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 
+from ..conventions.semantics import Semantics
 from ..metadata.model import ArrayMeta
 from .base import Layout
 from .npy import npy_layout
@@ -24,16 +25,16 @@ def _npy(meta: ArrayMeta) -> Layout | None:
     return npy_layout(meta.shape, meta.dtype)
 
 
-def _tif(meta: ArrayMeta) -> Layout | None:
+def _tif(meta: ArrayMeta, semantics: Semantics | None = None) -> Layout | None:
     from .tiff import tiff_layout
 
-    return tiff_layout(meta.shape, meta.dtype, meta.dimension_names)
+    return tiff_layout(meta.shape, meta.dtype, meta.dimension_names, semantics)
 
 
-def _bigtiff(meta: ArrayMeta) -> Layout | None:
+def _bigtiff(meta: ArrayMeta, semantics: Semantics | None = None) -> Layout | None:
     from .tiff import bigtiff_layout
 
-    return bigtiff_layout(meta.shape, meta.dtype, meta.dimension_names)
+    return bigtiff_layout(meta.shape, meta.dtype, meta.dimension_names, semantics)
 
 
 def json_document(document: dict) -> bytes:

@@ -54,3 +54,53 @@ class Layout:
 
 def _copy_part(part: bytes, start: int, stop: int, out: np.ndarray) -> None:
     out[:stop - start] = np.frombuffer(part, np.uint8, stop - start, start)
+
+
+@dataclass(frozen=True)
+class PlanePermutedLayout(Layout):
+    """A layout whose region holds the array's 2-D planes in another order.
+
+    The region is `len(plane_order)` planes of `plane_nbytes` bytes; file
+    plane i holds array plane `plane_order[i]` (a plane is the C-order run of
+    the last two dimensions, so each one stays one contiguous run of the
+    array's bytes). Only formats whose readers want a plane order other than
+    C order use it (ImageJ's channel-fastest hyperstacks); every other file
+    is a plain `Layout`, whose `read_into` stays the fast path.
+    """
+
+    plane_nbytes: int = 0
+    plane_order: tuple[int, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.plane_nbytes * len(self.plane_order) != self.data_nbytes:
+            raise ValueError(f"{len(self.plane_order)} planes of {self.plane_nbytes} bytes "
+                             f"are not a region of {self.data_nbytes} bytes")
+        if sorted(self.plane_order) != list(range(len(self.plane_order))):
+            raise ValueError("plane_order is not a permutation of the planes")
+
+    def read_into(self, offset: int, out: np.ndarray, read_region: Callable[[int, int, np.ndarray], Any]) -> int:
+        return super().read_into(offset, out, self._array_reader(read_region))
+
+    def _array_reader(
+        self, read_region: Callable[[int, int, np.ndarray], Any]
+    ) -> Callable[[int, int, np.ndarray], None]:
+        """`read_region` in file coordinates: one call per run of planes adjacent in the array."""
+        plane = self.plane_nbytes
+        order = self.plane_order
+
+        def read_file_region(start: int, stop: int, target: np.ndarray) -> None:
+            done = 0
+            while start < stop:
+                index, within = divmod(start, plane)
+                # Extend the run while the next file plane is the next array plane.
+                end_index = index + 1
+                while end_index * plane < stop and order[end_index] == order[end_index - 1] + 1:
+                    end_index += 1
+                run_stop = min(stop, end_index * plane)
+                array_start = order[index] * plane + within
+                n = run_stop - start
+                read_region(array_start, array_start + n, target[done:done + n])
+                done += n
+                start = run_stop
+
+        return read_file_region

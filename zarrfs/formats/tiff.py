@@ -1,10 +1,28 @@
 """TIFF virtual files: tifffile writes the structure, the element region stays virtual.
 
 An N-D array becomes a stack of 2-D pages: the last two dimensions are one
-page (0-d is 1x1, 1-D is one row), the leading dimensions in C order give the
-page sequence. Every page is uncompressed, single-sample, one strip (so the
-array's bytes need no reordering), NewSubfileType 0 (GDAL treats 1 as an
-overview).
+page (0-d is 1x1, 1-D is one row). Every page is uncompressed,
+single-sample, one strip, NewSubfileType 0 (GDAL treats 1 as an overview).
+
+Page order, for every reader (ImageJ, tifffile, GDAL, libtiff): ImageJ's
+hyperstack order, frame slowest, then slice, then channel fastest. Stock
+ImageJ reads contiguous planes only in that order (formats.md §6.3: its
+`order=` key is ignored on the contiguous path this file needs), so:
+
+* with `semantics` axes (time/channel/space from OME-Zarr and the like)
+  the leading dimensions are served as t, z, c whatever their array order
+  (OME's t, c, z included): a `PlanePermutedLayout` maps each file plane
+  to its array plane, every plane still one contiguous run of the array's
+  bytes. Page i is then array plane `layout.plane_order[i]`. When the
+  array's order already is t, z, c the layout is a plain `Layout`;
+* without axes the leading dimensions stay in C order (page i is array
+  plane i) and dimension names map to frames/slices/channels only when
+  they already come in t, z, c order; anything else is one run of slices.
+
+The meaning in `Semantics` adds (`tifftags.py`): ImageJ calibration
+(X/YResolution in pixels per unit with ResolutionUnit none, `unit`,
+`spacing`, `finterval`/`tunit`, origins), composite channels with LUTs,
+labels and display ranges, and GeoTIFF tags plus GDAL_NODATA on every page.
 
 tifffile writes the file into `_SparseFile`, which keeps what is written and
 only the extent of what is skipped: tifffile reserves the pixel data with a
@@ -15,13 +33,14 @@ after the first IFD and the other IFDs after the data, which is exactly the
 
 * header: file header, IFD0 and its out-of-line values (ImageDescription,
   resolutions), padding to tifffile's 16-byte data alignment;
-* region: the planes back to back, `a.tobytes()`;
+* region: the planes back to back, `a.tobytes()` (planes permuted as above);
 * trailer: IFD1 ... IFDn-1 (empty for a single page or ImageJ's > 4 GiB form).
 
-Arrays of 3 or more dimensions carry an ImageJ hyperstack ImageDescription
-(`images`, `channels`/`slices`/`frames`). It is kept for every dtype, also
-those ImageJ cannot show (64-bit, complex, float16): it only states geometry,
-which is true whatever the dtype; tifffile reads the N-D shape from it for
+Arrays of 3 or more dimensions (and 2-D ones with a known pixel size) carry
+an ImageJ hyperstack ImageDescription (`images`, `channels`/`slices`/
+`frames`, calibration). It is kept for every dtype, also those ImageJ cannot
+show (64-bit, complex, float16): it only states geometry and calibration,
+which are true whatever the dtype; tifffile reads the N-D shape from it for
 every dtype (tested), and ImageJ refuses such files for their pixel type,
 not for the description.
 
@@ -48,7 +67,19 @@ from typing import Any
 import numpy
 import tifffile
 
-from zarrfs.formats.base import Layout
+from zarrfs.conventions.semantics import Semantics
+from zarrfs.formats.base import Layout, PlanePermutedLayout
+from zarrfs.formats.tifftags import (
+    AXIS_NAMES,
+    Hyperstack,
+    ImageJHints,
+    TagTuple,
+    geotiff_tags,
+    hyperstack,
+    imagej_hints,
+    imagej_letter,
+    semantic_axes,
+)
 
 # (kind, itemsize) pairs TIFF stores with BitsPerSample/SampleFormat as they
 # are in memory; complex is SampleFormat 6 (IEEE complex), whole item per sample.
@@ -64,26 +95,14 @@ _SAMPLE_TYPES = frozenset(
 # writer accepts exactly these `dtype.char`s.
 _IMAGEJ_CHARS = frozenset("BHhf")
 
-# Dimension names that say which ImageJ axis a leading dimension is.
-_AXIS_NAMES = {
-    "t": "T",
-    "time": "T",
-    "frame": "T",
-    "frames": "T",
-    "z": "Z",
-    "slice": "Z",
-    "slices": "Z",
-    "c": "C",
-    "ch": "C",
-    "channel": "C",
-    "channels": "C",
-}
 _IMAGEJ_ORDER = "TZC"  # slowest to fastest: ImageJ stack index = (t*Z + z)*C + c
 
-# Upper bound of what one page adds besides pixel data (IFD0 with the
-# description, file header, alignment included): tifffile's IFDs are ~200
-# bytes here. Used only to decide, before writing, whether a classic file fits.
+# Upper bound of what one page adds besides pixel data and the tags counted
+# one by one (description, IJMetadata, GeoTIFF: `_tags_nbytes`), file header
+# and alignment included: tifffile's IFDs are ~200 bytes here. Used only to
+# decide, before writing, whether a classic file fits.
 _IFD_BOUND = 512
+_TIFF_TYPE_SIZES = {1: 1, 2: 1, 3: 2, 4: 4, 5: 8, 7: 1, 11: 4, 12: 8, 16: 8}
 _CLASSIC_LIMIT = 2**32
 
 # Every IFD is a few hundred bytes held in memory (and written in a Python
@@ -94,19 +113,19 @@ MAX_PAGES = 2**16
 
 @dataclass(frozen=True)
 class _Stack:
-    """An array seen as ImageJ's TZC-ordered stack of 2-D planes."""
+    """An array seen as ImageJ's TZC-ordered stack of 2-D planes, with what the file says about them."""
 
-    frames: int
-    slices: int
-    channels: int
+    planes: Hyperstack  # frames/slices/channels and the file's plane order
     height: int
     width: int
     dtype: numpy.dtype  # sample type in the array's byte order (bool -> uint8)
-    described: bool  # ndim >= 3: the file carries an ImageJ description
+    description: str | None  # ImageJ's (ndim >= 3, or calibration), on the first page
+    imagej: ImageJHints = ImageJHints()
+    extratags: tuple[TagTuple, ...] = ()  # GeoTIFF / GDAL tags on every page
 
     @property
     def pages(self) -> int:
-        return self.frames * self.slices * self.channels
+        return self.planes.frames * self.planes.slices * self.planes.channels
 
     @property
     def plane_nbytes(self) -> int:
@@ -121,17 +140,39 @@ class _Stack:
         # dtype.str spells native order explicitly; '|' (1-byte) is either.
         return ">" if self.dtype.str[0] == ">" else "<"
 
+    def first_page_tags(self) -> tuple[TagTuple, ...]:
+        """Tags besides the baseline ones on the first page: GeoTIFF plus ImageJ's IJMetadata."""
+        if self.description is None or not self.imagej.blobs:
+            return self.extratags
+        return self.extratags + tuple(tifffile.imagej_metadata_tag(self.imagej.blobs, self.byteorder))
+
+    def first_ifd_nbytes(self) -> int:
+        """Upper bound of the file header plus IFD0 with all its values.
+
+        `_IFD_BOUND` covers a description of geometry alone; calibration and
+        display keys lengthen it, so such a description counts in full.
+        """
+        description = len(self.description or "") if self.imagej.description else 0
+        return _IFD_BOUND + description + _tags_nbytes(self.first_page_tags())
+
     def fits_classic(self) -> bool:
         """Whether every IFD and strip offset of a full classic TIFF fits in 32 bits."""
-        return self.data_nbytes + self.pages * _IFD_BOUND <= _CLASSIC_LIMIT
+        other_ifds = (self.pages - 1) * (_IFD_BOUND + _tags_nbytes(self.extratags))
+        return self.data_nbytes + self.first_ifd_nbytes() + other_ifds <= _CLASSIC_LIMIT
 
 
 def tiff_layout(
     shape: tuple[int, ...],
     dtype: numpy.dtype,
     dimension_names: tuple[str | None, ...] | None = None,
+    semantics: Semantics | None = None,
 ) -> Layout | None:
     """Layout of a classic TIFF (ImageJ hyperstack for ndim >= 3) over the array.
+
+    `semantics` (axes, channels, georeference, nodata) adds ImageJ
+    calibration and channel display, serves the planes in ImageJ's order
+    and writes GeoTIFF tags; without axes the leading dimensions are
+    guessed from `dimension_names` as before.
 
     Returns None when TIFF cannot hold the dtype (structured, strings,
     datetime, object, float128...), when a dimension is 0 (a TIFF page cannot
@@ -140,14 +181,14 @@ def tiff_layout(
     than one plane, each under 4 GiB, dtype uint8/bool/uint16/int16/float32);
     `bigtiff_layout` then gives the file for everyone else.
     """
-    stack = _stack(shape, dtype, dimension_names)
+    stack = _stack(shape, dtype, dimension_names, semantics)
     if stack is None:
         return None
     if stack.fits_classic():
         return _build(stack, bigtiff=False, imagej_truncated=False)
     if (
         stack.pages > 1
-        and stack.plane_nbytes + _IFD_BOUND <= _CLASSIC_LIMIT
+        and stack.plane_nbytes + stack.first_ifd_nbytes() <= _CLASSIC_LIMIT
         and stack.dtype.char in _IMAGEJ_CHARS
     ):
         return _build(stack, bigtiff=False, imagej_truncated=True)
@@ -158,15 +199,16 @@ def bigtiff_layout(
     shape: tuple[int, ...],
     dtype: numpy.dtype,
     dimension_names: tuple[str | None, ...] | None = None,
+    semantics: Semantics | None = None,
 ) -> Layout | None:
     """Layout of a BigTIFF with one IFD per plane, only when a classic TIFF cannot hold them all.
 
     None when the classic file holds every plane with its own IFD (under
     4 GiB), and for dtypes and shapes TIFF cannot hold at all (see
     `tiff_layout`; a single plane past 4 GiB is fine here, a width or height
-    of 2**32 or more is not).
+    of 2**32 or more is not). `semantics` as for `tiff_layout`.
     """
-    stack = _stack(shape, dtype, dimension_names)
+    stack = _stack(shape, dtype, dimension_names, semantics)
     if stack is None or stack.fits_classic():
         return None
     return _build(stack, bigtiff=True, imagej_truncated=False)
@@ -176,6 +218,7 @@ def _stack(
     shape: tuple[int, ...],
     dtype: numpy.dtype,
     dimension_names: tuple[str | None, ...] | None,
+    semantics: Semantics | None,
 ) -> _Stack | None:
     """The array as a page stack, or None when TIFF cannot represent it."""
     sample = _sample_dtype(numpy.dtype(dtype))
@@ -185,13 +228,27 @@ def _stack(
         raise ValueError(f"{len(dimension_names)} dimension names for {len(shape)} dimensions")
     height, width = ((1, 1) + tuple(shape))[-2:]
     leading = tuple(shape[:-2])
-    names = None if dimension_names is None else tuple(dimension_names[:-2])
-    frames, slices, channels = _hyperstack(leading, names)
-    stack = _Stack(frames, slices, channels, height, width, sample, described=bool(leading))
+    # Checked before any per-plane work (the plane order has one entry per plane).
     # ImageWidth/ImageLength are 32-bit even in BigTIFF.
-    if stack.pages > MAX_PAGES or max(height, width) >= 2**32:
+    if math.prod(leading) > MAX_PAGES or max(height, width) >= 2**32:
         return None
-    return stack
+    axes = semantic_axes(semantics, len(shape))
+    if axes is not None:
+        planes = hyperstack(leading, tuple(imagej_letter(axis) for axis in axes[:-2]))
+    else:
+        names = None if dimension_names is None else tuple(dimension_names[:-2])
+        planes = Hyperstack(*_hyperstack(leading, names))
+    hints = imagej_hints(axes, planes, semantics.channels if semantics is not None else (), sample)
+    described = bool(leading) or bool(hints.description) or hints.resolution is not None
+    return _Stack(
+        planes,
+        height,
+        width,
+        sample,
+        description=_description(planes, height, width, hints) if described else None,
+        imagej=hints,
+        extratags=geotiff_tags(semantics, axes, len(shape)),
+    )
 
 
 def _sample_dtype(dtype: numpy.dtype) -> numpy.dtype | None:
@@ -210,15 +267,15 @@ def _sample_dtype(dtype: numpy.dtype) -> numpy.dtype | None:
 def _hyperstack(
     leading: tuple[int, ...], names: tuple[str | None, ...] | None
 ) -> tuple[int, int, int]:
-    """(frames, slices, channels) for the leading dimensions.
+    """(frames, slices, channels) for the leading dimensions, from bare dimension names.
 
-    C order makes the last leading dimension the fastest-changing plane
-    index, and ImageJ's plane order is channel fastest, then slice, then
-    frame. So names map to T/Z/C only when each names a distinct axis and
-    they appear in T, Z, C order; anything else is one run of slices.
+    Without semantics the planes stay in C order, and ImageJ's plane order
+    is channel fastest, then slice, then frame. So names map to T/Z/C only
+    when each names a distinct axis and they appear in T, Z, C order;
+    anything else is one run of slices.
     """
     if names:
-        axes = [_AXIS_NAMES.get(name.lower()) if name else None for name in names]
+        axes = [AXIS_NAMES.get(name.lower()) if name else None for name in names]
         if None not in axes:
             positions = [_IMAGEJ_ORDER.index(axis) for axis in axes]
             if all(a < b for a, b in zip(positions, positions[1:])):
@@ -231,18 +288,23 @@ def _build(stack: _Stack, *, bigtiff: bool, imagej_truncated: bool) -> Layout:
     """Let tifffile write the file without pixel data and cut it around the region."""
     sink = _SparseFile()
     extra: dict[str, Any]
+    planes = stack.planes
     if imagej_truncated:
         # Only tifffile's ImageJ writer can write IFD0 alone (`truncate`).
         writer = tifffile.TiffWriter(sink, byteorder=stack.byteorder, imagej=True)
-        shape: tuple[int, ...] = (stack.frames, stack.slices, stack.channels)
-        extra = {"metadata": {"axes": "TZCYX"}, "truncate": True}
+        shape: tuple[int, ...] = (planes.frames, planes.slices, planes.channels)
+        metadata = {"axes": "TZCYX", **stack.imagej.description, **stack.imagej.blobs}
+        extra = {"metadata": metadata, "truncate": True, "extratags": stack.extratags}
     else:
         writer = tifffile.TiffWriter(
             sink, bigtiff=bigtiff, byteorder=stack.byteorder, shaped=False, ome=False
         )
         shape = (stack.pages,)
         # metadata=None: no tifffile JSON, the description (if any) is ImageJ's.
-        extra = {"metadata": None, "description": _description(stack)}
+        extra = {"metadata": None, "description": stack.description, "extratags": stack.first_page_tags()}
+    if stack.imagej.resolution is not None:
+        # Pixels per unit with ResolutionUnit none: ImageJ takes the unit from its description.
+        extra.update(resolution=stack.imagej.resolution, resolutionunit=1)
     with writer:
         offset = writer.write(
             shape=shape + (stack.height, stack.width),
@@ -256,12 +318,22 @@ def _build(stack: _Stack, *, bigtiff: bool, imagej_truncated: bool) -> Layout:
     return _cut(sink, stack, offset)
 
 
-def _description(stack: _Stack) -> str | None:
-    """ImageJ hyperstack description for stacks of ndim >= 3, else none."""
-    if not stack.described:
-        return None
-    shape = (stack.frames, stack.slices, stack.channels, stack.height, stack.width)
-    return tifffile.imagej_description(shape, axes="TZCYX")
+def _description(planes: Hyperstack, height: int, width: int, hints: ImageJHints) -> str:
+    """ImageJ's hyperstack description: geometry, calibration and display mode."""
+    shape = (planes.frames, planes.slices, planes.channels, height, width)
+    return tifffile.imagej_description(shape, axes="TZCYX", **hints.description)
+
+
+def _tags_nbytes(tags: tuple[TagTuple, ...]) -> int:
+    """Upper bound of the bytes `tags` add to an IFD: entries, values, alignment."""
+    total = 0
+    for _code, tiff_type, count, value, _once in tags:
+        if isinstance(value, (str, bytes)):
+            size = len(value) + 1
+        else:
+            size = count * _TIFF_TYPE_SIZES[tiff_type]
+        total += 12 + size + 8
+    return total
 
 
 def _cut(sink: _SparseFile, stack: _Stack, offset: tuple[int, int] | None) -> Layout:
@@ -274,7 +346,11 @@ def _cut(sink: _SparseFile, stack: _Stack, offset: tuple[int, int] | None) -> La
     stop = start + stack.data_nbytes
     if stop > sink.size or not sink.only_zeros_within(start, stop):
         raise RuntimeError("tifffile wrote structure inside the pixel region")
-    return Layout(sink.getrange(0, start), stack.data_nbytes, sink.getrange(stop, sink.size))
+    header, trailer = sink.getrange(0, start), sink.getrange(stop, sink.size)
+    if stack.planes.plane_order is None:
+        return Layout(header, stack.data_nbytes, trailer)
+    return PlanePermutedLayout(header, stack.data_nbytes, trailer,
+                               plane_nbytes=stack.plane_nbytes, plane_order=stack.planes.plane_order)
 
 
 class _SparseFile(io.RawIOBase):
