@@ -72,16 +72,22 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _tree(args: argparse.Namespace) -> int:
-    from .hierarchy import Hierarchy
-    from .store import Store
+    from .conventions.resolve import SemanticsIndex
+    from .engine import Engine
     from .treeview import dump_json, tree_json, tree_lines
 
-    hierarchy = Hierarchy(Store.open(args.source, parse_storage_options(args.storage_option)))
-    if args.json:
-        print(dump_json(tree_json(hierarchy)))
-    else:
-        for line in tree_lines(hierarchy):
-            print(line)
+    # An engine, not only the hierarchy: georeferencing may need a small
+    # coordinate array's values.
+    engine = Engine.open(args.source, parse_storage_options(args.storage_option))
+    try:
+        semantics = SemanticsIndex(engine.hierarchy, engine.read_array)
+        if args.json:
+            print(dump_json(tree_json(engine.hierarchy, semantics.of)))
+        else:
+            for line in tree_lines(engine.hierarchy, semantics.of):
+                print(line)
+    finally:
+        engine.close()
     return 0
 
 
