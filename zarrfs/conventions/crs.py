@@ -6,6 +6,7 @@ CRS's own top-level identifier), never guessed from parameters.
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Any
 
@@ -61,3 +62,26 @@ def epsg_from_code(code: Any) -> int | None:
     """GeoZarr `proj:code` 'EPSG:32633' -> 32633 (other authorities: None)."""
     match = _CODE_EPSG.match(code) if isinstance(code, str) else None
     return int(match.group(1)) if match else None
+
+
+_WKT1_ROOTS = ("PROJCS[", "GEOGCS[", "GEOCCS[", "COMPD_CS[", "VERT_CS[", "LOCAL_CS[")
+
+
+@functools.lru_cache(maxsize=64)
+def wkt1(wkt: str) -> str | None:
+    """The CRS as WKT1 (GDAL flavour), for readers that know no WKT2 (GDAL's ENVI driver).
+
+    WKT1 passes through; WKT2 is converted with pyproj when it is installed
+    (the optional `geo` extra), else None: a CRS is better left out than
+    written in a form the reader garbles.
+    """
+    if wkt.lstrip().upper().startswith(_WKT1_ROOTS):
+        return wkt
+    try:
+        import pyproj
+    except ImportError:
+        return None
+    try:
+        return pyproj.CRS.from_wkt(wkt).to_wkt("WKT1_GDAL")
+    except pyproj.exceptions.CRSError:
+        return None

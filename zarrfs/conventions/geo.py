@@ -11,6 +11,8 @@ raises `ConventionError`.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -34,34 +36,26 @@ SPACING_TOLERANCE = 1e-3
 
 
 @dataclass(frozen=True)
-class GeoFindings:
-    geo: GeoReference | None
-    nodata: float | None
-    sources: tuple[str, ...]
-
-
-@dataclass(frozen=True)
 class _Crs:
     wkt: str | None
     epsg: int | None
     source: str
 
 
-def geo_findings(meta: ArrayMeta, siblings: Mapping[str, ArrayMeta], group_attributes: Mapping[str, Any],
-                 read_array: ReadArray) -> GeoFindings:
-    attrs = meta.attributes
-    crs, transform_text = _crs(attrs, siblings, group_attributes)
-    sources = [crs.source] if crs else []
-    geo = None
-    if crs is not None and meta.ndim >= 2:
-        transform, how = _transform(meta, attrs, group_attributes, transform_text, siblings, read_array)
-        if transform is not None:
-            geo = GeoReference(transform, crs.wkt, crs.epsg)
-            sources.append(how)
-    nodata, how = _nodata(meta, crs)
-    if how:
-        sources.append(how)
-    return GeoFindings(geo, nodata, tuple(sources))
+def georeference(meta: ArrayMeta, siblings: Mapping[str, ArrayMeta], group_attributes: Mapping[str, Any],
+                 read_array: ReadArray) -> tuple[GeoReference | None, tuple[str, ...]]:
+    """Where the last two axes lie on the map, and the conventions that said so.
+
+    A georeference needs a CRS from some convention: coordinate arrays alone
+    (a microscope's stage positions, a model grid) are not a map.
+    """
+    crs, transform_text = _crs(meta.attributes, siblings, group_attributes)
+    if crs is None or meta.ndim < 2:
+        return None, ()
+    transform, how = _transform(meta, meta.attributes, group_attributes, transform_text, siblings, read_array)
+    if transform is None:
+        return None, (crs.source,)
+    return GeoReference(transform, crs.wkt, crs.epsg), (crs.source, how)
 
 
 # ------------------------------------------------------------------------ CRS
@@ -202,27 +196,42 @@ def _regular(coordinate: ArrayMeta, length: int, read_array: ReadArray) -> tuple
 # -------------------------------------------------------------------- nodata
 
 
-def _nodata(meta: ArrayMeta, crs: _Crs | None) -> tuple[float | None, str]:
-    """`_FillValue`, then `missing_value`; for GDAL's arrays the fill value (GDAL stores nodata there).
+def nodata(meta: ArrayMeta) -> tuple[float | None, str]:
+    """The value marking missing cells, and where it came from ('' when there is none).
 
-    xarray's v2 arrays also keep `_FillValue` as the fill value; a
-    `fill_value: null` declares none.
+    `_FillValue`, then `missing_value`; for GDAL's arrays (`_CRS`) and
+    xarray's v2 arrays with a `grid_mapping`, the fill value, where those
+    writers keep it. A `fill_value: null` declares none.
     """
     attrs = meta.attributes
     for key in ("_FillValue", "missing_value"):
         if key in attrs:
-            return _number(attrs[key], key), key
-    gdal_or_cf = crs is not None and ("_CRS" in attrs or ("grid_mapping" in attrs and meta.zarr_format == "2"))
-    if gdal_or_cf and not meta.fill_value_null and meta.dtype.kind in "iuf":
+            return _number(attrs[key], key, meta), key
+    kept_in_fill = "_CRS" in attrs or ("grid_mapping" in attrs and meta.zarr_format == "2")
+    if kept_in_fill and not meta.fill_value_null and meta.dtype.kind in "iuf":
         return float(meta.fill_value.item()), "fill_value as nodata"
     return None, ""
 
 
-def _number(value: Any, key: str) -> float:
+def _number(value: Any, key: str, meta: ArrayMeta) -> float:
     if isinstance(value, list) and len(value) == 1:  # netCDF-style one-element attribute
         value = value[0]
-    if isinstance(value, str) and value.strip().lower() in ("nan", "infinity", "-infinity", "inf", "-inf"):
-        return float(value.strip().lower().replace("infinity", "inf"))
+    if isinstance(value, str):
+        text = value.strip().lower()
+        if text in ("nan", "infinity", "-infinity", "inf", "-inf"):
+            return float(text.replace("infinity", "inf"))
+        return _xarray_v3_float(value, key, meta)
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ConventionError(f"{key} {value!r} is not a number")
     return float(value)
+
+
+def _xarray_v3_float(text: str, key: str, meta: ArrayMeta) -> float:
+    """xarray writes a float `_FillValue` of a v3 array as base64 of a little-endian float64."""
+    try:
+        raw = base64.b64decode(text, validate=True)
+    except binascii.Error:
+        raw = b""
+    if meta.dtype.kind != "f" or len(raw) != 8:
+        raise ConventionError(f"{key} {text[:40]!r} is not a number")
+    return float(np.frombuffer(raw, "<f8")[0])

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import ZarrfsError
 from ..metadata.model import ArrayMeta, GroupMeta
 from .axes import named_axes
-from .geo import ReadArray, geo_findings
+from .geo import ReadArray, georeference, nodata
 from .ome import level_axes, ome_block, omero_channels
 from .semantics import Axis, Channel, ConventionError, Semantics
 
@@ -90,19 +90,25 @@ def semantics_of(meta: ArrayMeta, name: str, group_attributes: dict[str, Any], s
         axes = named_axes(meta.dimension_names)
         if axes is not None:
             sources.append("dimension names")
-    geo, nodata = None, None
+    geo = None
     try:
-        findings = geo_findings(meta, siblings, group_attributes, read_array)
-        geo, nodata = findings.geo, findings.nodata
-        sources += findings.sources
+        geo, how = georeference(meta, siblings, group_attributes, read_array)
+        sources += how
     except ConventionError as exc:
         ignored.append(f"georeferencing ({exc})")
     except (ZarrfsError, OSError) as exc:  # a coordinate array that cannot be read (missing chunk, bad codec)
         ignored.append(f"georeferencing (a coordinate array could not be read: {exc})")
+    missing = None
+    try:
+        missing, source = nodata(meta)
+        if source:
+            sources.append(source)
+    except ConventionError as exc:
+        ignored.append(f"nodata ({exc})")
     if ignored:
         log.warning("%s: array /%s: ignored %s; the array is served without it", store_name, meta.path,
                     "; ".join(ignored))
-    return Semantics(axes, channels, geo, nodata, tuple(sources))
+    return Semantics(axes, channels, geo, missing, tuple(sources))
 
 
 def _checked_against_names(axes: tuple[Axis, ...], names: tuple[str | None, ...] | None) -> tuple[Axis, ...]:

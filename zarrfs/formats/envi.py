@@ -4,8 +4,9 @@ GDAL looks for `N.raw.hdr` first when it opens `N.raw`; a plain `N.hdr` would
 also be picked up for `N.npy` and misread (formats.md §7.1). A C-order
 `(..., Y, X)` region is band-sequential with bands = the product of the
 leading dimensions. A georeferenced array gets `map info` (the outer corner
-of pixel (1, 1), ENVI's 1-based reference pixel) and the CRS's WKT as
-`coordinate system string`; a nodata value becomes `data ignore value`.
+of pixel (1, 1), ENVI's 1-based reference pixel) and the CRS as WKT1 in
+`coordinate system string` (WKT2 is converted when pyproj is installed);
+a nodata value becomes `data ignore value`.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import math
 
 import numpy as np
 
+from ..conventions.crs import wkt1
 from ..conventions.semantics import GeoReference, Semantics
 from ..metadata.model import ArrayMeta
 from .base import Layout
@@ -66,8 +68,10 @@ def _map_lines(geo: GeoReference) -> list[str]:
     # ENVI states the y pixel size as a positive number for a north-up image (y decreasing down the rows).
     projection = "Geographic Lat/Lon" if geo.epsg == 4326 else "Arbitrary"
     lines = [f"map info = {{{projection}, 1, 1, {number(x0)}, {number(y0)}, {number(dx)}, {number(-dy)}}}"]
-    if geo.crs_wkt and "{" not in geo.crs_wkt and "}" not in geo.crs_wkt and "\n" not in geo.crs_wkt:
-        lines.append(f"coordinate system string = {{{geo.crs_wkt}}}")
+    # GDAL's ENVI driver reads this key as WKT1 (WKT2 comes out garbled).
+    text = wkt1(geo.crs_wkt) if geo.crs_wkt else None
+    if text and not any(ch in text for ch in "{}\n"):
+        lines.append(f"coordinate system string = {{{text}}}")
     return lines
 
 

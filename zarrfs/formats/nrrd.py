@@ -61,9 +61,10 @@ def _geometry(semantics: Semantics, ndim: int) -> list[str]:
         units = [a.unit for a in fastest_first]
         if all(u and '"' not in u for u in units):
             lines.append("space units: " + " ".join(f'"{u}"' for u in units))
-    elif any(a.scale is not None for a in axes):
-        lines.append("spacings: " + " ".join(number(a.scale) if a.scale is not None else "nan"
-                                             for a in fastest_first))
+    elif any(a.kind == "space" and a.scale is not None for a in axes):
+        # Only space axes carry a spacing, as in the .mhd: a time step is no voxel size.
+        lines.append("spacings: " + " ".join(number(a.scale) if a.kind == "space" and a.scale is not None
+                                             else "nan" for a in fastest_first))
     names = [a.name for a in fastest_first]
     if all(n and '"' not in n and "\n" not in n for n in names):
         lines.append("labels: " + " ".join(f'"{n}"' for n in names))
