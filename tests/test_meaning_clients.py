@@ -18,6 +18,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+import nrrd
 import numpy as np
 import pytest
 import SimpleITK as sitk
@@ -83,6 +84,10 @@ def test_simpleitk_reads_calibrated_zyx_levels(version: str, tmp_path: Path) -> 
                 # ITK lists x first; OME lists z, y, x.
                 assert image.GetSpacing() == pytest.approx(scale[::-1]), (path, suffix)
                 assert image.GetOrigin() == pytest.approx(translation[::-1]), (path, suffix)
+            values, header = nrrd.read(str(mount / f"{path}.nhdr"), index_order="C")  # pynrrd: another reader
+            np.testing.assert_array_equal(values, expected)
+            assert np.diag(header["space directions"]) == pytest.approx(scale[::-1])
+            assert header["space origin"] == pytest.approx(translation[::-1])
         assert any(t != 0 for _, ts in levels.values() for t in ts), "the test needs a level with a translation"
 
 
