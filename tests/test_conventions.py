@@ -8,6 +8,8 @@ unchanged) with exactly one warning naming what was ignored.
 from __future__ import annotations
 
 import base64
+import dataclasses
+import json
 import logging
 import struct
 from collections.abc import Callable
@@ -17,9 +19,12 @@ from typing import Any
 import numpy as np
 import pytest
 import zarr
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from zarrfs.conventions.crs import epsg_from_code, epsg_from_projjson, epsg_from_url, epsg_from_wkt, wkt1
 from zarrfs.conventions.geo import MAX_COORDINATE_ELEMENTS
+from zarrfs.conventions.resolve import semantics_of as resolve_semantics
 from zarrfs.conventions.semantics import Semantics
 from zarrfs.engine import Engine
 from zarrfs.formats import FORMATS
@@ -29,7 +34,8 @@ WKT2_UTM = ('PROJCRS["WGS 84 / UTM zone 33N",BASEGEOGCRS["WGS 84",DATUM["World G
             'ELLIPSOID["WGS 84",6378137,298.257223563]],ID["EPSG",4326]],CONVERSION["UTM zone 33N",'
             'METHOD["Transverse Mercator",ID["EPSG",9807]]],CS[Cartesian,2],ID["EPSG",32633]]')
 WKT1_LL = ('GEOGCS["WGS 84",DATUM["WGS_1984",SPHEROID["WGS 84",6378137,298.257223563,AUTHORITY["EPSG","7030"]],'
-           'AUTHORITY["EPSG","6326"]],PRIMEM["Greenwich",0],UNIT["degree",0.0174532925199433],AUTHORITY["EPSG","4326"]]')
+           'AUTHORITY["EPSG","6326"]],PRIMEM["Greenwich",0],UNIT["degree",0.0174532925199433],'
+           'AUTHORITY["EPSG","4326"]]')
 
 
 def _axes(names: str, units: dict[str, str]) -> list[dict[str, Any]]:
@@ -163,7 +169,8 @@ def test_broken_ome_is_ignored_with_one_warning(case: str, tmp_path: Path, seman
     assert "/0" in warnings[0] and "OME-Zarr multiscales" in warnings[0] and reason in warnings[0]
     # Still served, bytes unchanged.
     engine = open_engine(tmp_path / "bad.zarr")
-    files = VirtualTree(engine).listdir(VirtualTree(engine).lookup("/"))  # type: ignore[arg-type]
+    tree = VirtualTree(engine)
+    files = tree.listdir(tree.lookup("/"))  # type: ignore[arg-type]
     assert {"0.npy", "0.raw", "0.raw.hdr", "0.mhd", "0.nhdr", "0.json"} <= set(files)
     assert engine.reader("0").read(0, data.nbytes) == data.tobytes()
 
@@ -358,3 +365,80 @@ def test_every_builder_takes_meta_semantics_and_stem(tmp_path: Path, open_engine
     for suffix, build in FORMATS.items():
         layout = build(meta, Semantics(), "stem")
         assert layout is None or layout.size >= 0, suffix
+
+
+# ------------------------------------------------------------------ fuzzing
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-10**20, 10**20) | st.floats() | st.text(max_size=12),
+    lambda inner: st.lists(inner, max_size=6) | st.dictionaries(st.text(max_size=8), inner, max_size=6),
+    max_leaves=20)
+
+VALID_GROUP = {"multiscales": [{"version": "0.4", "axes": _axes("yx", {"y": "micrometer", "x": "micrometer"}),
+                                "datasets": [{"path": "band", "coordinateTransformations": [
+                                    {"type": "scale", "scale": [0.5, 0.5]},
+                                    {"type": "translation", "translation": [1.0, 2.0]}]}],
+                                "coordinateTransformations": [{"type": "scale", "scale": [2.0, 2.0]}]}],
+               "omero": {"channels": [{"label": "a", "color": "FF0000", "window": {"start": 0, "end": 1}}]},
+               "proj:code": "EPSG:32633", "spatial:transform": [60, 0, 5e5, 0, -60, 4.1e6]}
+VALID_ARRAY = {"_CRS": {"wkt": WKT2_UTM, "url": "http://www.opengis.net/def/crs/EPSG/0/32633"},
+               "grid_mapping": "spatial_ref", "_FillValue": -9999.0, "missing_value": [-1]}
+
+
+def _mutate(doc: Any, data: st.DataObject, depth: int = 0) -> Any:
+    """`doc` with one randomly chosen value (anywhere inside it) replaced by arbitrary JSON."""
+    if depth > 6 or not isinstance(doc, (dict, list)) or not doc or data.draw(st.booleans()):
+        return data.draw(json_values)
+    key = data.draw(st.sampled_from(sorted(doc) if isinstance(doc, dict) else range(len(doc))))
+    copy = dict(doc) if isinstance(doc, dict) else list(doc)
+    copy[key] = _mutate(doc[key], data, depth + 1)
+    return copy
+
+
+@pytest.fixture(scope="module")
+def plain_array(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    store = tmp_path_factory.mktemp("fuzz") / "a.zarr"
+    group = zarr.open_group(str(store), mode="w", zarr_format=3)
+    group.create_array("band", shape=(8, 10), dtype="<f4", dimension_names=["y", "x"])
+    group.create_array("spatial_ref", shape=(), dtype="i8")
+    group.create_array("x", shape=(10,), dtype="f8", dimension_names=["x"])
+    group.create_array("y", shape=(8,), dtype="f8", dimension_names=["y"])
+    engine = Engine.open(str(store))
+    try:
+        yield {name: engine.hierarchy.node(name) for name in ("band", "spatial_ref", "x", "y")}
+    finally:
+        engine.close()
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.data())
+def test_any_convention_metadata_gives_semantics_or_one_warning(plain_array: dict, data: st.DataObject) -> None:
+    group_attrs = _mutate(VALID_GROUP, data)
+    array_attrs = _mutate(VALID_ARRAY, data)
+    mapping_attrs = _mutate({"crs_wkt": WKT2_UTM, "GeoTransform": "0 1 0 0 0 -1"}, data)
+    coordinates = {"x": data.draw(st.lists(st.floats(), min_size=10, max_size=10)),
+                   "y": [float(v) for v in range(8)]}
+    meta = dataclasses.replace(plain_array["band"], attributes=array_attrs if isinstance(array_attrs, dict) else {})
+    siblings = {**plain_array, "band": meta,
+                "spatial_ref": dataclasses.replace(plain_array["spatial_ref"], attributes=mapping_attrs
+                                                   if isinstance(mapping_attrs, dict) else {})}
+
+    def read_array(coordinate: Any) -> np.ndarray:
+        return np.array(coordinates[coordinate.path], dtype=coordinate.dtype)
+
+    records: list[logging.LogRecord] = []
+    handler = logging.Handler()
+    handler.emit = records.append  # type: ignore[method-assign]
+    logger = logging.getLogger("zarrfs.conventions")
+    logger.addHandler(handler)
+    try:
+        semantics = resolve_semantics(meta, "band", group_attrs if isinstance(group_attrs, dict) else {}, siblings,
+                                 read_array)
+    finally:
+        logger.removeHandler(handler)
+    assert isinstance(semantics, Semantics)
+    assert len([r for r in records if r.levelno >= logging.WARNING]) <= 1
+    assert semantics.axes is None or len(semantics.axes) == meta.ndim
+    json.dumps(semantics.describe(), allow_nan=True)  # the .json file and `tree --json` can always be built
+    for suffix, build in FORMATS.items():
+        build(meta, semantics, "band")

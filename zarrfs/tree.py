@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from .conventions.resolve import SemanticsIndex
 from .conventions.semantics import Semantics
 from .engine import Engine
-from .errors import NotFoundError, ZarrfsError
+from .errors import NotFoundError
 from .formats import FORMATS, json_document
 from .formats.base import Layout
 from .metadata.model import ArrayMeta, GroupMeta
@@ -124,12 +124,8 @@ class VirtualTree:
         return entries
 
     def semantics(self, meta: ArrayMeta) -> Semantics:
-        """What the array's conventions say; `Semantics()` when they cannot be read at all."""
-        try:
-            return self._semantics.of(meta)
-        except ZarrfsError as exc:  # e.g. its group's metadata became unreadable: serve the bytes anyway
-            log.warning("array /%s: conventions not read (%s); served without them", meta.path, exc)
-            return Semantics()
+        """What the array's conventions say (`Semantics()` when nothing was recognised)."""
+        return self._semantics.of(meta)
 
     def _array_files(self, name: str, meta: ArrayMeta) -> dict[str, Entry]:
         files: dict[str, Entry] = {}

@@ -12,7 +12,6 @@ raises `ConventionError`.
 from __future__ import annotations
 
 import base64
-import binascii
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -87,7 +86,7 @@ def _crs(attrs: Mapping[str, Any], siblings: Mapping[str, ArrayMeta],
         found.append(_gdal_crs(attrs["_CRS"]))
     codes = {c.epsg for c in found if c.epsg is not None}
     if len(codes) > 1:
-        raise ConventionError(f"the CRS conventions disagree: " + ", ".join(f"{c.source} says EPSG:{c.epsg}"
+        raise ConventionError("the CRS conventions disagree: " + ", ".join(f"{c.source} says EPSG:{c.epsg}"
                                                                             for c in found if c.epsg))
     if not found:
         return None, transform_text
@@ -230,7 +229,7 @@ def _xarray_v3_float(text: str, key: str, meta: ArrayMeta) -> float:
     """xarray writes a float `_FillValue` of a v3 array as base64 of a little-endian float64."""
     try:
         raw = base64.b64decode(text, validate=True)
-    except binascii.Error:
+    except ValueError:  # binascii.Error (a subclass), or text that is not ASCII
         raw = b""
     if meta.dtype.kind != "f" or len(raw) != 8:
         raise ConventionError(f"{key} {text[:40]!r} is not a number")

@@ -53,11 +53,16 @@ class SemanticsIndex:
         group_attributes: dict[str, Any] = {}
         siblings: dict[str, ArrayMeta] = {}
         if meta.path:  # the root array of a store has no group around it
-            parent = self.hierarchy.node(parent_path)
-            if isinstance(parent, GroupMeta):
-                group_attributes = parent.attributes
-                siblings = {c.name: c.node for c in self.hierarchy.children(parent_path)
-                            if isinstance(c.node, ArrayMeta)}
+            try:
+                parent = self.hierarchy.node(parent_path)
+                if isinstance(parent, GroupMeta):
+                    group_attributes = parent.attributes
+                    siblings = {c.name: c.node for c in self.hierarchy.children(parent_path)
+                                if isinstance(c.node, ArrayMeta)}
+            except ZarrfsError as exc:  # e.g. its group's metadata became unreadable: serve the bytes anyway
+                log.warning("%s: array /%s: its group could not be read for conventions (%s); served without "
+                            "them", self.hierarchy.store.display_name, meta.path, exc)
+                return Semantics()
         return semantics_of(meta, name, group_attributes, siblings, self.read_array,
                             self.hierarchy.store.display_name)
 
