@@ -185,9 +185,12 @@ def _regular(coordinate: ArrayMeta, length: int, read_array: ReadArray) -> tuple
     values = np.asarray(read_array(coordinate), dtype=np.float64)
     if not np.all(np.isfinite(values)):
         raise ConventionError(f"coordinate array {name!r} holds values that are not finite")
-    step = (values[-1] - values[0]) / (length - 1)
-    expected = values[0] + step * np.arange(length)
-    if step == 0 or np.max(np.abs(values - expected)) > SPACING_TOLERANCE * abs(step):
+    with np.errstate(over="ignore", invalid="ignore"):  # values near the float limits: checked below
+        step = (values[-1] - values[0]) / (length - 1)
+        deviation = np.abs(values - (values[0] + step * np.arange(length)))
+        # Written as "all within" so that a NaN deviation (overflow) fails too.
+        regular = bool(np.isfinite(step) and step != 0 and np.all(deviation <= SPACING_TOLERANCE * abs(step)))
+    if not regular:
         raise ConventionError(f"coordinate array {name!r} is not regularly spaced")
     return float(values[0]), float(step)
 
