@@ -236,3 +236,39 @@ def test_sidecars_need_raw(tmp_path: Path) -> None:
     assert refused.returncode != 0 and "mhd describe the .raw file; add raw" in refused.stderr
     with mounted(store, tmp_path / "mnt", tmp_path / "log", "--formats", "raw,nhdr") as mount:
         assert sorted(p.name for p in mount.root.iterdir()) == [".zarrfs-stats.json", "a.nhdr", "a.raw"]
+
+
+# ------------------------------------------------------------ dtypes, byte order
+
+# Which headers each dtype gets (formats.md §7): ENVI has no int8/float16 code, NRRD and MetaImage no
+# float16 or complex.
+DTYPE_HEADERS = {
+    ">u2": {".raw.hdr", ".mhd", ".nhdr"}, "<i4": {".raw.hdr", ".mhd", ".nhdr"}, ">f8": {".raw.hdr", ".mhd", ".nhdr"},
+    "|i1": {".mhd", ".nhdr"}, "<f2": set(), "<c8": {".raw.hdr"}, "|b1": {".raw.hdr", ".mhd", ".nhdr"},
+}
+
+
+def test_headers_follow_dtype_and_byte_order(tmp_path: Path) -> None:
+    store = tmp_path / "types.zarr"
+    group = zarr.open_group(str(store), mode="w", zarr_format=2)
+    arrays = {}
+    for index, dtype in enumerate(DTYPE_HEADERS):
+        values = (np.arange(3 * 5 * 7) % 100 - 50).reshape(3, 5, 7)
+        data = (values > 0) if dtype == "|b1" else values.astype(dtype)
+        name = f"a{index}"
+        group.create_array(name, shape=data.shape, dtype=data.dtype, chunks=(2, 3, 4))[...] = data
+        arrays[name] = (dtype, data)
+    with mounted(store, tmp_path / "mnt", tmp_path / "log") as mount:
+        names = {p.name for p in mount.root.iterdir()}
+        for name, (dtype, data) in arrays.items():
+            assert {s for s in (".raw.hdr", ".mhd", ".nhdr") if name + s in names} == DTYPE_HEADERS[dtype], dtype
+            expected = data.astype(np.uint8) if dtype == "|b1" else data
+            if name + ".mhd" in names:
+                for suffix in (".mhd", ".nhdr"):
+                    image = sitk.GetArrayFromImage(sitk.ReadImage(str(mount / (name + suffix))))
+                    np.testing.assert_array_equal(image, expected, err_msg=f"{dtype} {suffix}")
+            if name + ".raw.hdr" in names and dtype == "<c8":  # gdal_read's ENVI reader has no complex codes
+                info = gdalinfo_json(str(mount / (name + ".raw")))
+                assert [b["type"] for b in info["bands"]] == ["CFloat32"] * 3
+            elif name + ".raw.hdr" in names:
+                np.testing.assert_array_equal(gdal_read(str(mount / (name + ".raw"))), expected, err_msg=dtype)
