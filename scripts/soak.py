@@ -103,8 +103,10 @@ def oracle_files(mountpoint: Path, store: Path, arrays: dict[str, np.ndarray]) -
 
     from zarrfs.engine import Engine
     from zarrfs.formats import FORMATS
+    from zarrfs.tree import VirtualTree
 
     engine = Engine.open(str(store))
+    tree = VirtualTree(engine)
     files = []
     try:
         for name, array in arrays.items():
@@ -113,7 +115,7 @@ def oracle_files(mountpoint: Path, store: Path, arrays: dict[str, np.ndarray]) -
             raw = exposed.tobytes()
             npy = io.BytesIO()
             np.save(npy, exposed)
-            tif_layout = FORMATS[".tif"](meta)  # header and trailer from metadata; the region is the oracle's
+            tif_layout = FORMATS[".tif"](meta, tree.semantics(meta), name)  # header and trailer from metadata; the region is the oracle's
             assert tif_layout is not None
             tif = tif_layout.header + raw + tif_layout.trailer
             np.testing.assert_array_equal(tifffile.imread(io.BytesIO(tif)).reshape(array.shape), array)

@@ -34,7 +34,8 @@ from mountutil import (
 )
 from oracles import HierarchyOracle, write_hierarchy
 
-SUFFIXES = (".npy", ".raw", ".tif", ".json")
+# The default --formats: the .raw headers (.raw.hdr, .mhd, .nhdr) are on by default.
+SUFFIXES = (".npy", ".raw", ".raw.hdr", ".mhd", ".nhdr", ".tif", ".json")
 METADATA_FILES = {"zarr.json", ".zarray", ".zgroup", ".zattrs", ".zmetadata"}
 
 

@@ -78,16 +78,24 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _tree(args: argparse.Namespace) -> int:
-    from .hierarchy import open_hierarchy
-    from .options import StoreOptions
+    from .conventions.resolve import SemanticsIndex
+    from .engine import Engine
+    from .options import EngineOptions, StoreOptions
     from .treeview import dump_json, tree_json, tree_lines
 
-    hierarchy = open_hierarchy(args.source, parse_storage_options(args.storage_option), StoreOptions(ref=args.ref))
-    if args.json:
-        print(dump_json(tree_json(hierarchy)))
-    else:
-        for line in tree_lines(hierarchy):
-            print(line)
+    # An engine, not only the hierarchy: georeferencing may need a small
+    # coordinate array's values.
+    engine = Engine.open(args.source, parse_storage_options(args.storage_option),
+                         EngineOptions(store=StoreOptions(ref=args.ref)))
+    try:
+        semantics = SemanticsIndex(engine.hierarchy, engine.read_array)
+        if args.json:
+            print(dump_json(tree_json(engine.hierarchy, semantics.of)))
+        else:
+            for line in tree_lines(engine.hierarchy, semantics.of):
+                print(line)
+    finally:
+        engine.close()
     return 0
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+import numpy as np
+
 from .cache import ChunkCache
 from .chunks import make_source
 from .direct import ChunkFiles
@@ -60,6 +62,11 @@ class Engine:
                 return found
             self._readers[path] = reader
             return reader
+
+    def read_array(self, meta: ArrayMeta) -> np.ndarray:
+        """The whole array, through the cache (for small arrays: coordinates read by the conventions)."""
+        data = self.reader(meta.path).read(0, meta.nbytes)
+        return np.frombuffer(data, meta.dtype).reshape(meta.shape)
 
     def stats(self) -> dict[str, Any]:
         """Counters a user can read from the mount's `.zarrfs-stats.json`."""

@@ -6,7 +6,7 @@ import argparse
 import logging
 from collections.abc import Callable, Iterable
 
-from .formats import DEFAULT_FORMATS, FORMAT_GROUPS
+from .formats import DEFAULT_FORMATS, FORMAT_GROUPS, RAW_SIDECARS
 from .options import EngineOptions, StoreOptions, default_workers, parse_duration, parse_size, parse_storage_options
 from .redact import RedactingFormatter, daemon_argv, quiet_backends, secret_values
 
@@ -28,7 +28,8 @@ def add_mount_commands(commands: argparse._SubParsersAction, add_source: Callabl
     mount.add_argument("--cache-size", default=f"{default_cache >> 20}M", metavar="SIZE",
                        help="budget for decoded chunks, e.g. 512M, 2GiB (default: %(default)s)")
     mount.add_argument("--formats", default=",".join(DEFAULT_FORMATS), metavar="LIST",
-                       help="file kinds to show, comma-separated from npy,raw,tif,json (default: %(default)s)")
+                       help="file kinds to show, comma-separated from npy,raw,hdr,mhd,nhdr,tif,json; hdr, mhd "
+                            "and nhdr are headers of the .raw file and need raw (default: %(default)s)")
     mount.add_argument("--workers", type=int, default=default_workers(), metavar="N",
                        help="threads that fetch and decode chunks (default: %(default)s)")
     store_defaults = StoreOptions()
@@ -67,6 +68,11 @@ def _suffixes(text: str) -> tuple[str, ...]:
     unknown = [n for n in names if n not in FORMAT_GROUPS]
     if unknown or not names:
         raise OptionsError(f"--formats: unknown format(s) {unknown}; choose from {','.join(FORMAT_GROUPS)}")
+    # A header pointing at a .raw that is not shown would open as an error in
+    # every client: refuse the combination rather than serve broken files.
+    orphans = [n for n in names if n in RAW_SIDECARS]
+    if orphans and "raw" not in names:
+        raise OptionsError(f"--formats: {','.join(orphans)} describe the .raw file; add raw to the list")
     return tuple(suffix for n in names for suffix in FORMAT_GROUPS[n])
 
 

@@ -1,10 +1,12 @@
 """The virtual file tree: groups as directories, each array as a set of files.
 
-An array `N` in group `P` appears as `P/N.npy`, `P/N.raw`, `P/N.tif`,
-`P/N.json` (the enabled formats that can express it). Each directory also has
+An array `N` in group `P` appears as `P/N.npy`, `P/N.raw` with its header
+sidecars `P/N.raw.hdr`, `P/N.mhd`, `P/N.nhdr`, `P/N.tif`, `P/N.json` (the
+enabled formats that can express it). Each directory also has
 `.group.json` with the group's metadata and attributes. A SOURCE that is a
 single array appears in the mount root under the store's name. Names are
-decided from metadata alone; no chunk is read.
+decided from metadata alone; the only chunks read are those of small 1-D
+coordinate arrays that georeference a sibling (see `conventions.geo`).
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ import re
 import threading
 from dataclasses import dataclass, field
 
+from .conventions.resolve import SemanticsIndex
+from .conventions.semantics import Semantics
 from .engine import Engine
 from .errors import NotFoundError
 from .formats import FORMATS, json_document
@@ -63,6 +67,10 @@ class VirtualTree:
     # a metadata refresh (--metadata-ttl) makes them stale.
     _dirs: dict[str, tuple[int, dict[str, Entry]]] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    _semantics: SemanticsIndex = field(init=False)
+
+    def __post_init__(self) -> None:
+        self._semantics = SemanticsIndex(self.engine.hierarchy, self.engine.read_array)
 
     def lookup(self, path: str) -> Entry:
         """The entry at a mount path like '/grp/arr.npy'."""
@@ -115,11 +123,16 @@ class VirtualTree:
             entries[GROUP_FILE] = FileEntry(Layout(json_document(group.describe()), 0))
         return entries
 
+    def semantics(self, meta: ArrayMeta) -> Semantics:
+        """What the array's conventions say (`Semantics()` when nothing was recognised)."""
+        return self._semantics.of(meta)
+
     def _array_files(self, name: str, meta: ArrayMeta) -> dict[str, Entry]:
         files: dict[str, Entry] = {}
+        semantics = self.semantics(meta)
         for suffix in self.suffixes:
             try:
-                layout = FORMATS[suffix](meta)
+                layout = FORMATS[suffix](meta, semantics, name)
             except Exception:  # a format that cannot express this array must not hide the others
                 log.exception("array /%s: cannot build its %s layout", meta.path, suffix)
                 continue

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
+from .conventions.semantics import Semantics
 from .hierarchy import Hierarchy
 from .metadata.model import ArrayMeta, GroupMeta
+
+# The meaning of an array (`SemanticsIndex.of`); without one, none is shown.
+SemanticsOf = Callable[[ArrayMeta], Semantics]
 
 
 def human_size(nbytes: int) -> str:
@@ -44,36 +48,84 @@ def _array_line(meta: ArrayMeta) -> str:
     return "  ".join(parts)
 
 
-def tree_lines(hierarchy: Hierarchy) -> Iterator[str]:
+def _number(value: float) -> str:
+    return f"{value:.12g}"
+
+
+def semantics_lines(semantics: Semantics) -> Iterator[str]:
+    """What the conventions said, one short line per kind of meaning (nothing for plain arrays)."""
+    if semantics.axes is not None:
+        parts = []
+        for axis in semantics.axes:
+            text = f"{axis.name or '?'}:{axis.kind}"
+            if axis.scale is not None:
+                text += f" {_number(axis.scale)}{' ' + axis.unit if axis.unit else ''}/px"
+            elif axis.unit:
+                text += f" [{axis.unit}]"
+            if axis.origin:
+                text += f" @{_number(axis.origin)}"
+            parts.append(text)
+        yield "axes " + ", ".join(parts)
+    if semantics.channels:
+        yield "channels " + ", ".join(f"{c.label or '?'}{' #' + c.color if c.color else ''}"
+                                      for c in semantics.channels)
+    if semantics.geo is not None:
+        geo = semantics.geo
+        crs = f"EPSG:{geo.epsg}" if geo.epsg is not None else ("WKT CRS" if geo.crs_wkt else "no CRS")
+        yield f"geo {crs}  geotransform=({', '.join(_number(v) for v in geo.geotransform)})"
+    if semantics.nodata is not None:
+        yield f"nodata {_number(semantics.nodata)}"
+    if semantics.sources:
+        yield "from " + "; ".join(semantics.sources)
+
+
+def tree_lines(hierarchy: Hierarchy, semantics_of: SemanticsOf | None = None) -> Iterator[str]:
     root = hierarchy.root()
     label = f"zarr {hierarchy.zarr_format}"
     if isinstance(root, ArrayMeta):
         yield f"/  array ({label})  {_array_line(root)}"
+        yield from _meaning_lines(root, semantics_of, "    ")
         return
     yield f"/  group ({label})"
-    yield from _group_lines(hierarchy, "", "  ")
+    yield from _group_lines(hierarchy, "", "  ", semantics_of)
 
 
-def _group_lines(hierarchy: Hierarchy, path: str, indent: str) -> Iterator[str]:
+def _meaning_lines(meta: ArrayMeta, semantics_of: SemanticsOf | None, indent: str) -> Iterator[str]:
+    if semantics_of is not None:
+        for line in semantics_lines(semantics_of(meta)):
+            yield f"{indent}{line}"
+
+
+def _group_lines(hierarchy: Hierarchy, path: str, indent: str, semantics_of: SemanticsOf | None) -> Iterator[str]:
     for child in hierarchy.children(path):
         if child.error is not None:
             yield f"{indent}{child.name}  UNAVAILABLE: {child.error}"
         elif isinstance(child.node, GroupMeta):
             yield f"{indent}{child.name}/  group"
-            yield from _group_lines(hierarchy, child.node.path, indent + "  ")
+            yield from _group_lines(hierarchy, child.node.path, indent + "  ", semantics_of)
         elif isinstance(child.node, ArrayMeta):
             yield f"{indent}{child.name}  array  {_array_line(child.node)}"
+            yield from _meaning_lines(child.node, semantics_of, indent + "    ")
 
 
-def tree_json(hierarchy: Hierarchy) -> dict[str, Any]:
+def tree_json(hierarchy: Hierarchy, semantics_of: SemanticsOf | None = None) -> dict[str, Any]:
     root = hierarchy.root()
-    doc = root.describe()
+    doc = _node_json(root, semantics_of)
     if isinstance(root, GroupMeta):
-        doc["children"] = _group_json(hierarchy, "")
+        doc["children"] = _group_json(hierarchy, "", semantics_of)
     return doc
 
 
-def _group_json(hierarchy: Hierarchy, path: str) -> list[dict[str, Any]]:
+def _node_json(node: ArrayMeta | GroupMeta, semantics_of: SemanticsOf | None) -> dict[str, Any]:
+    doc = node.describe()
+    if isinstance(node, ArrayMeta) and semantics_of is not None:
+        semantics = semantics_of(node)
+        if not semantics.empty:
+            doc["semantics"] = semantics.describe()
+    return doc
+
+
+def _group_json(hierarchy: Hierarchy, path: str, semantics_of: SemanticsOf | None) -> list[dict[str, Any]]:
     out = []
     for child in hierarchy.children(path):
         if child.error is not None:
@@ -81,9 +133,9 @@ def _group_json(hierarchy: Hierarchy, path: str) -> list[dict[str, Any]]:
                         "errno": child.error.errno})
             continue
         assert child.node is not None
-        doc = {"name": child.name, **child.node.describe()}
+        doc = {"name": child.name, **_node_json(child.node, semantics_of)}
         if isinstance(child.node, GroupMeta):
-            doc["children"] = _group_json(hierarchy, child.node.path)
+            doc["children"] = _group_json(hierarchy, child.node.path, semantics_of)
         out.append(doc)
     return out
 

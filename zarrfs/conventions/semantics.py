@@ -8,10 +8,15 @@ it. Every field is optional: an array with no recognised convention gets
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
+from typing import Any
 
 # Axis kinds, as OME-Zarr names them; "other" for anything unrecognised.
 AXIS_KINDS = ("time", "channel", "space", "other")
+
+
+class ConventionError(ValueError):
+    """Convention metadata that is broken or contradicts itself: the convention is ignored, the array served."""
 
 
 @dataclass(frozen=True)
@@ -60,3 +65,13 @@ class Semantics:
     @property
     def empty(self) -> bool:
         return self.axes is None and not self.channels and self.geo is None and self.nodata is None
+
+    def describe(self) -> dict[str, Any]:
+        """JSON-able form: the `semantics` member of the `.json` file and of `zarrfs tree --json`."""
+        return {
+            "axes": [asdict(axis) for axis in self.axes] if self.axes is not None else None,
+            "channels": [asdict(channel) for channel in self.channels],
+            "geo": asdict(self.geo) if self.geo is not None else None,
+            "nodata": self.nodata,
+            "sources": list(self.sources),
+        }

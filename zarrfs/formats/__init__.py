@@ -1,37 +1,44 @@
 """The kinds of virtual file an array can appear as, by file-name suffix.
 
-Each builder returns the file's `Layout`, or None when the array cannot be
-expressed in that format (a TIFF of a structured dtype, say).
+Each builder gets the array's metadata, its `Semantics` (what the conventions
+say the values mean) and the file stem the array appears under (`N`, for the
+sidecars that point at `N.raw`); it returns the file's `Layout`, or None
+when the array cannot be expressed in that format (a TIFF of a structured
+dtype, an ENVI header for int8, say).
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from typing import Any
 
 from ..conventions.semantics import Semantics
 from ..metadata.model import ArrayMeta
 from .base import Layout
+from .envi import envi_header
+from .metaimage import metaimage_header
 from .npy import npy_layout
+from .nrrd import nrrd_header
 
-LayoutBuilder = Callable[[ArrayMeta], Layout | None]
+LayoutBuilder = Callable[[ArrayMeta, Semantics, str], Layout | None]
 
 
-def _raw(meta: ArrayMeta) -> Layout:
+def _raw(meta: ArrayMeta, semantics: Semantics, stem: str) -> Layout:
     return Layout(b"", meta.nbytes)
 
 
-def _npy(meta: ArrayMeta) -> Layout | None:
+def _npy(meta: ArrayMeta, semantics: Semantics, stem: str) -> Layout | None:
     return npy_layout(meta.shape, meta.dtype)
 
 
-def _tif(meta: ArrayMeta, semantics: Semantics | None = None) -> Layout | None:
+def _tif(meta: ArrayMeta, semantics: Semantics, stem: str) -> Layout | None:
     from .tiff import tiff_layout
 
     return tiff_layout(meta.shape, meta.dtype, meta.dimension_names, semantics)
 
 
-def _bigtiff(meta: ArrayMeta, semantics: Semantics | None = None) -> Layout | None:
+def _bigtiff(meta: ArrayMeta, semantics: Semantics, stem: str) -> Layout | None:
     from .tiff import bigtiff_layout
 
     return bigtiff_layout(meta.shape, meta.dtype, meta.dimension_names, semantics)
@@ -41,18 +48,44 @@ def json_document(document: dict) -> bytes:
     return (json.dumps(document, indent=2, allow_nan=True, default=str) + "\n").encode("utf-8")
 
 
-def _json(meta: ArrayMeta) -> Layout:
-    return Layout(json_document(meta.describe()), 0)
+def array_document(meta: ArrayMeta, semantics: Semantics) -> dict[str, Any]:
+    """The array's metadata, plus what its conventions were read as (only when there is something)."""
+    document = meta.describe()
+    if not semantics.empty:
+        document["semantics"] = semantics.describe()
+    return document
+
+
+def _json(meta: ArrayMeta, semantics: Semantics, stem: str) -> Layout:
+    return Layout(json_document(array_document(meta, semantics)), 0)
+
+
+def _envi(meta: ArrayMeta, semantics: Semantics, stem: str) -> Layout | None:
+    return envi_header(meta, semantics, stem + ".raw")
+
+
+def _mhd(meta: ArrayMeta, semantics: Semantics, stem: str) -> Layout | None:
+    return metaimage_header(meta, semantics, stem + ".raw")
+
+
+def _nhdr(meta: ArrayMeta, semantics: Semantics, stem: str) -> Layout | None:
+    return nrrd_header(meta, semantics, stem + ".raw")
 
 
 # suffix -> builder; the order is the order of `ls`.
 FORMATS: dict[str, LayoutBuilder] = {
     ".npy": _npy,
     ".raw": _raw,
+    ".raw.hdr": _envi,
+    ".mhd": _mhd,
+    ".nhdr": _nhdr,
     ".tif": _tif,
     ".bigtiff.tif": _bigtiff,  # only where the classic .tif passes 4 GiB
     ".json": _json,
 }
 # `--formats tif` turns on both TIFF flavours.
-FORMAT_GROUPS = {"npy": (".npy",), "raw": (".raw",), "tif": (".tif", ".bigtiff.tif"), "json": (".json",)}
-DEFAULT_FORMATS = ("npy", "raw", "tif", "json")
+FORMAT_GROUPS = {"npy": (".npy",), "raw": (".raw",), "hdr": (".raw.hdr",), "mhd": (".mhd",), "nhdr": (".nhdr",),
+                 "tif": (".tif", ".bigtiff.tif"), "json": (".json",)}
+DEFAULT_FORMATS = ("npy", "raw", "hdr", "mhd", "nhdr", "tif", "json")
+# Headers of `N.raw`: without it they would point at nothing.
+RAW_SIDECARS = ("hdr", "mhd", "nhdr")

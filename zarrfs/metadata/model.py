@@ -32,6 +32,9 @@ class ArrayMeta:
     chunk_key: ChunkKeyFn
     attributes: dict[str, Any] = field(default_factory=dict)
     dimension_names: tuple[str | None, ...] | None = None
+    # v2/v1 `fill_value: null`: `fill_value` then holds zeros, but no value was declared
+    # (conventions must not take it for a nodata value).
+    fill_value_null: bool = False
 
     @property
     def ndim(self) -> int:

@@ -55,6 +55,7 @@ def parse_v2_array(doc: Any, path: str, prefix: str, attributes: dict[str, Any],
         chunk_key=v2_chunk_key(prefix, separator),
         attributes=attributes,
         dimension_names=_xarray_dimensions(attributes, len(shape)),
+        fill_value_null=doc.get("fill_value") is None,
     )
 
 

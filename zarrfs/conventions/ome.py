@@ -1,0 +1,185 @@
+"""OME-Zarr (OME-NGFF) 0.1–0.5: axes, per-level scale and translation, `omero` channels.
+
+A level array is described by its image group (the array's parent): 0.1–0.4
+keep `multiscales` (and `omero`) in the group's attributes, 0.5 under
+`attributes.ome`. Every function here raises `ConventionError` for metadata
+that is broken or contradicts itself; the caller then serves the array
+without OME meaning.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from .axes import guess_kind
+from .semantics import Axis, Channel, ConventionError
+
+# OME 0.4/0.5 list these UDUNITS-2 names; a unit of one kind on an axis of the
+# other (a "second" on a space axis) is a contradiction, not a typo we can fix.
+SPACE_UNITS = frozenset("""angstrom attometer centimeter decimeter exameter femtometer foot gigameter hectometer
+    inch kilometer megameter meter micrometer mile millimeter nanometer parsec petameter picometer terameter
+    yard yoctometer yottameter zeptometer zettameter""".split())
+TIME_UNITS = frozenset("""attosecond centisecond day decisecond exasecond femtosecond gigasecond hectosecond hour
+    kilosecond megasecond microsecond millisecond minute nanosecond petasecond picosecond second terasecond
+    yoctosecond yottasecond zeptosecond zettasecond""".split())
+
+# 0.1 and 0.2 have no `axes`: images are always 5-D t, c, z, y, x.
+_IMPLICIT_AXES = ("t", "c", "z", "y", "x")
+
+
+def ome_block(attributes: dict[str, Any]) -> tuple[str | None, dict[str, Any]] | None:
+    """(version, the object holding `multiscales`/`omero`) of a group, or None if it is not OME-Zarr."""
+    ome = attributes.get("ome")
+    if isinstance(ome, dict) and "multiscales" in ome:  # 0.5
+        version = ome.get("version")
+        return (version if isinstance(version, str) else None), ome
+    if "multiscales" in attributes:  # 0.1-0.4
+        return None, attributes
+    return None
+
+
+def level_axes(block: dict[str, Any], dataset_path: str, ndim: int,
+               block_version: str | None) -> tuple[tuple[Axis, ...], str] | None:
+    """The calibrated axes of the level `dataset_path`, and a description of where they came from.
+
+    None when no multiscale of the group lists this dataset (an array that is
+    not one of the image's levels, e.g. beside it).
+    """
+    multiscales = block.get("multiscales")
+    if not isinstance(multiscales, list):
+        raise ConventionError(f"'multiscales' must be a list, got {type(multiscales).__name__}")
+    for index, multiscale in enumerate(multiscales):
+        if not isinstance(multiscale, dict):
+            raise ConventionError(f"multiscales[{index}] must be an object")
+        datasets = multiscale.get("datasets")
+        if not isinstance(datasets, list) or not all(isinstance(d, dict) for d in datasets):
+            raise ConventionError(f"multiscales[{index}].datasets must be a list of objects")
+        for level, dataset in enumerate(datasets):
+            if dataset.get("path") != dataset_path:
+                continue
+            version = block_version or multiscale.get("version")
+            version = version if isinstance(version, str) else "?"
+            names_kinds_units = _axes(multiscale.get("axes"), version, ndim)
+            scale, origin = _transform(dataset.get("coordinateTransformations"),
+                                       multiscale.get("coordinateTransformations"), ndim)
+            axes = tuple(Axis(name, kind, unit, None if scale is None else scale[i],
+                              None if origin is None else origin[i])
+                         for i, (name, kind, unit) in enumerate(names_kinds_units))
+            return axes, f"OME-Zarr {version} multiscales level {level}"
+    return None
+
+
+def _axes(value: Any, version: str, ndim: int) -> list[tuple[str, str, str | None]]:
+    """(name, kind, unit) per dimension."""
+    if value is None:
+        if version in ("0.1", "0.2") and ndim == len(_IMPLICIT_AXES):
+            return [(name, guess_kind(name), None) for name in _IMPLICIT_AXES]
+        raise ConventionError(f"no 'axes' (version {version}) for a {ndim}-D array")
+    if not isinstance(value, list):
+        raise ConventionError(f"'axes' must be a list, got {type(value).__name__}")
+    if len(value) != ndim:
+        raise ConventionError(f"{len(value)} axes for a {ndim}-D array")
+    out = []
+    for axis in value:
+        if isinstance(axis, str):  # 0.3: names only
+            out.append((axis, guess_kind(axis), None))
+            continue
+        if not isinstance(axis, dict) or not isinstance(axis.get("name"), str):
+            raise ConventionError(f"axis {axis!r} must be an object with a string 'name'")
+        name, kind, unit = axis["name"], axis.get("type"), axis.get("unit")
+        if kind is not None and not isinstance(kind, str):
+            raise ConventionError(f"axis {name!r}: 'type' must be a string, got {kind!r}")
+        if unit is not None and not isinstance(unit, str):
+            raise ConventionError(f"axis {name!r}: 'unit' must be a string, got {unit!r}")
+        kind = kind if kind in ("time", "channel", "space") else (guess_kind(name) if kind is None else "other")
+        if (kind == "space" and unit in TIME_UNITS) or (kind == "time" and unit in SPACE_UNITS):
+            raise ConventionError(f"axis {name!r} of type {kind} has the unit {unit!r}")
+        out.append((name, kind, unit))
+    names = [name for name, _, _ in out]
+    if len(set(names)) != len(names):
+        raise ConventionError(f"axis names {names} repeat")
+    return out
+
+
+def _transform(dataset_value: Any, multiscale_value: Any,
+               ndim: int) -> tuple[list[float] | None, list[float] | None]:
+    """Scale and origin (physical coordinate of index 0) per dimension.
+
+    The multiscale-level transform applies after the dataset's:
+    x = s_ms·(s_ds·i + t_ds) + t_ms, so scale = s_ms·s_ds, origin = s_ms·t_ds + t_ms.
+    """
+    scale, translation = _scale_translation(dataset_value, ndim, "dataset")
+    outer_scale, outer_translation = _scale_translation(multiscale_value, ndim, "multiscale")
+    if scale is None:
+        if outer_scale is not None or outer_translation is not None:
+            raise ConventionError("a multiscale-level coordinateTransformations without per-dataset ones")
+        return None, None
+    translation = translation or [0.0] * ndim
+    if outer_scale is not None:
+        scale = [a * b for a, b in zip(outer_scale, scale, strict=True)]
+        translation = [a * b for a, b in zip(outer_scale, translation, strict=True)]
+    if outer_translation is not None:
+        translation = [a + b for a, b in zip(translation, outer_translation, strict=True)]
+    return scale, translation
+
+
+def _scale_translation(value: Any, ndim: int, where: str) -> tuple[list[float] | None, list[float] | None]:
+    """One `scale` then at most one `translation` (0.4/0.5); None, None when absent (0.1-0.3)."""
+    if value is None:
+        return None, None
+    if not isinstance(value, list) or not all(isinstance(t, dict) for t in value):
+        raise ConventionError(f"{where} coordinateTransformations must be a list of objects")
+    kinds = [t.get("type") for t in value]
+    if kinds not in (["scale"], ["scale", "translation"]):
+        raise ConventionError(f"{where} coordinateTransformations must be one scale, then at most one "
+                              f"translation; got {kinds}")
+    scale = _numbers(value[0].get("scale"), ndim, f"{where} scale")
+    if any(s <= 0 for s in scale):
+        raise ConventionError(f"{where} scale {scale} has a value that is not positive")
+    translation = _numbers(value[1].get("translation"), ndim, f"{where} translation") if len(value) == 2 else None
+    return scale, translation
+
+
+def _numbers(value: Any, ndim: int, where: str) -> list[float]:
+    if not isinstance(value, list) or not all(isinstance(v, (int, float)) and not isinstance(v, bool)
+                                              for v in value):
+        raise ConventionError(f"{where} must be a list of numbers (a 'path' to a file is not supported), "
+                              f"got {value!r}")
+    if len(value) != ndim:
+        raise ConventionError(f"{where} has {len(value)} values for a {ndim}-D array")
+    if not all(math.isfinite(v) for v in value):
+        raise ConventionError(f"{where} {value} is not finite")
+    return [float(v) for v in value]
+
+
+def omero_channels(block: dict[str, Any], axes: tuple[Axis, ...], shape: tuple[int, ...]) -> tuple[Channel, ...]:
+    """`omero.channels`, one per index of the channel axis; () when there is no `omero` block."""
+    omero = block.get("omero")
+    if omero is None:
+        return ()
+    channels = omero.get("channels") if isinstance(omero, dict) else None
+    if not isinstance(channels, list) or not all(isinstance(c, dict) for c in channels):
+        raise ConventionError("omero.channels must be a list of objects")
+    positions = [i for i, axis in enumerate(axes) if axis.kind == "channel"]
+    count = shape[positions[0]] if positions else 1
+    if len(channels) != count:
+        raise ConventionError(f"omero lists {len(channels)} channels, the channel axis has {count}")
+    return tuple(_channel(c) for c in channels)
+
+
+def _channel(doc: dict[str, Any]) -> Channel:
+    label, color, window = doc.get("label"), doc.get("color"), doc.get("window")
+    if label is not None and not isinstance(label, str):
+        raise ConventionError(f"omero channel label {label!r} is not a string")
+    if color is not None:
+        if not isinstance(color, str) or len(color) != 6 or any(c not in "0123456789abcdefABCDEF" for c in color):
+            raise ConventionError(f"omero channel color {color!r} is not RRGGBB")
+        color = color.upper()
+    bounds = None
+    if window is not None:
+        start, end = (window.get("start"), window.get("end")) if isinstance(window, dict) else (None, None)
+        if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (start, end)):
+            raise ConventionError(f"omero channel window {window!r} needs numbers 'start' and 'end'")
+        bounds = (float(start), float(end))
+    return Channel(label, color, bounds)

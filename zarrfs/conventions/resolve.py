@@ -1,0 +1,123 @@
+"""One `Semantics` per array, read once from every convention that applies.
+
+Conventions are independent: a broken OME block does not cost an array its
+georeference, nor the other way round. Whatever was ignored is reported in
+ONE warning per array (per metadata generation), and the array is served
+exactly as without conventions.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import TYPE_CHECKING, Any
+
+from ..errors import ZarrfsError
+from ..metadata.model import ArrayMeta, GroupMeta
+from .axes import named_axes
+from .geo import ReadArray, georeference, nodata
+from .ome import level_axes, ome_block, omero_channels
+from .semantics import Axis, Channel, ConventionError, Semantics
+
+if TYPE_CHECKING:
+    from ..hierarchy import Hierarchy
+
+log = logging.getLogger(__name__)
+
+
+class SemanticsIndex:
+    """`index.of(meta)`: the array's `Semantics`, computed on first use.
+
+    Remembered per node object: a metadata refresh (`--metadata-ttl`) makes
+    new `ArrayMeta` objects, so their meaning is read anew.
+    """
+
+    def __init__(self, hierarchy: Hierarchy, read_array: ReadArray) -> None:
+        self.hierarchy = hierarchy
+        self.read_array = read_array
+        self._known: dict[str, tuple[ArrayMeta, Semantics]] = {}
+        self._lock = threading.Lock()
+
+    def of(self, meta: ArrayMeta) -> Semantics:
+        with self._lock:
+            known = self._known.get(meta.path)
+        if known is not None and known[0] is meta:
+            return known[1]
+        semantics = self._resolve(meta)
+        with self._lock:
+            self._known[meta.path] = (meta, semantics)
+        return semantics
+
+    def _resolve(self, meta: ArrayMeta) -> Semantics:
+        parent_path, _, name = meta.path.rpartition("/")
+        group_attributes: dict[str, Any] = {}
+        siblings: dict[str, ArrayMeta] = {}
+        if meta.path:  # the root array of a store has no group around it
+            try:
+                parent = self.hierarchy.node(parent_path)
+                if isinstance(parent, GroupMeta):
+                    group_attributes = parent.attributes
+                    siblings = {c.name: c.node for c in self.hierarchy.children(parent_path)
+                                if isinstance(c.node, ArrayMeta)}
+            except ZarrfsError as exc:  # e.g. its group's metadata became unreadable: serve the bytes anyway
+                log.warning("%s: array /%s: its group could not be read for conventions (%s); served without "
+                            "them", self.hierarchy.store.display_name, meta.path, exc)
+                return Semantics()
+        return semantics_of(meta, name, group_attributes, siblings, self.read_array,
+                            self.hierarchy.store.display_name)
+
+
+def semantics_of(meta: ArrayMeta, name: str, group_attributes: dict[str, Any], siblings: dict[str, ArrayMeta],
+                 read_array: ReadArray, store_name: str = "") -> Semantics:
+    """The meaning of array `meta` (called `name` in a group with `group_attributes` and array `siblings`)."""
+    ignored: list[str] = []
+    sources: list[str] = []
+    axes: tuple[Axis, ...] | None = None
+    channels: tuple[Channel, ...] = ()
+    block = ome_block(group_attributes)
+    if block is not None:
+        version, ome = block
+        try:
+            found = level_axes(ome, name, meta.ndim, version)
+            if found is not None:
+                axes = _checked_against_names(found[0], meta.dimension_names)
+                sources.append(found[1] + (" (label image)" if "image-label" in ome else ""))
+        except ConventionError as exc:
+            ignored.append(f"OME-Zarr multiscales ({exc})")
+        if axes is not None:
+            try:
+                channels = omero_channels(ome, axes, meta.shape)
+                if channels:
+                    sources.append("OME-Zarr omero channels")
+            except ConventionError as exc:
+                ignored.append(f"OME-Zarr omero ({exc})")
+    if axes is None:
+        axes = named_axes(meta.dimension_names)
+        if axes is not None:
+            sources.append("dimension names")
+    geo = None
+    try:
+        geo, how = georeference(meta, siblings, group_attributes, read_array)
+        sources += how
+    except ConventionError as exc:
+        ignored.append(f"georeferencing ({exc})")
+    except (ZarrfsError, OSError) as exc:  # a coordinate array that cannot be read (missing chunk, bad codec)
+        ignored.append(f"georeferencing (a coordinate array could not be read: {exc})")
+    missing = None
+    try:
+        missing, source = nodata(meta)
+        if source:
+            sources.append(source)
+    except ConventionError as exc:
+        ignored.append(f"nodata ({exc})")
+    if ignored:
+        log.warning("%s: array /%s: ignored %s; the array is served without it", store_name, meta.path,
+                    "; ".join(ignored))
+    return Semantics(axes, channels, geo, missing, tuple(sources))
+
+
+def _checked_against_names(axes: tuple[Axis, ...], names: tuple[str | None, ...] | None) -> tuple[Axis, ...]:
+    """OME 0.5 level arrays repeat the axis names as `dimension_names`: they must agree."""
+    if names is not None and any(n is not None and n != axis.name for n, axis in zip(names, axes, strict=True)):
+        raise ConventionError(f"axes {[a.name for a in axes]} contradict the array's dimension_names {list(names)}")
+    return axes

@@ -1,0 +1,71 @@
+"""`N.nhdr`: a detached NRRD header for `N.raw` (3D Slicer, ITK, pynrrd, teem).
+
+Sizes fastest first; `data file` is relative to the header's directory.
+When every axis is a calibrated space axis the header states a world space
+(`space dimension`, `space directions`, `space origin`), which is what ITK
+and Slicer read; otherwise per-axis `spacings` (nan where unknown).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..conventions.semantics import Semantics
+from ..metadata.model import ArrayMeta
+from .base import Layout
+from .rawinfo import big_endian, describable, number
+
+# NRRD has no half float and no complex type.
+_TYPES = {
+    ("b", 1): "uint8", ("u", 1): "uint8", ("i", 1): "int8",
+    ("u", 2): "uint16", ("i", 2): "int16",
+    ("u", 4): "uint32", ("i", 4): "int32",
+    ("u", 8): "uint64", ("i", 8): "int64",
+    ("f", 4): "float", ("f", 8): "double",
+}
+
+
+def nrrd_header(meta: ArrayMeta, semantics: Semantics, raw_name: str) -> Layout | None:
+    dtype: np.dtype = meta.dtype
+    kind = _TYPES.get((dtype.kind, dtype.itemsize))
+    if kind is None or dtype.fields is not None or not describable(meta) or "\n" in raw_name:
+        return None
+    lines = [
+        "NRRD0004",
+        f"type: {kind}",
+        f"dimension: {meta.ndim}",
+        "sizes: " + " ".join(str(s) for s in reversed(meta.shape)),
+    ]
+    lines += _geometry(semantics, meta.ndim)
+    if dtype.itemsize > 1:
+        lines.append(f"endian: {'big' if big_endian(dtype) else 'little'}")
+    lines += ["encoding: raw", f"data file: {raw_name}"]
+    return Layout(("\n".join(lines) + "\n").encode("utf-8"), 0)
+
+
+def _geometry(semantics: Semantics, ndim: int) -> list[str]:
+    axes = semantics.axes
+    if axes is None or len(axes) != ndim:
+        return []
+    fastest_first = list(reversed(axes))
+    lines = []
+    if all(a.kind == "space" and a.scale is not None for a in axes) and ndim <= 3:
+        directions = []
+        for i, axis in enumerate(fastest_first):
+            vector = [0.0] * ndim
+            vector[i] = axis.scale
+            directions.append("(" + ",".join(number(v) for v in vector) + ")")
+        origin = [a.origin or 0.0 for a in fastest_first]
+        lines += [f"space dimension: {ndim}", "space directions: " + " ".join(directions),
+                  "space origin: (" + ",".join(number(v) for v in origin) + ")"]
+        units = [a.unit for a in fastest_first]
+        if all(u and '"' not in u for u in units):
+            lines.append("space units: " + " ".join(f'"{u}"' for u in units))
+    elif any(a.kind == "space" and a.scale is not None for a in axes):
+        # Only space axes carry a spacing, as in the .mhd: a time step is no voxel size.
+        lines.append("spacings: " + " ".join(number(a.scale) if a.kind == "space" and a.scale is not None
+                                             else "nan" for a in fastest_first))
+    names = [a.name for a in fastest_first]
+    if all(n and '"' not in n and "\n" not in n for n in names):
+        lines.append("labels: " + " ".join(f'"{n}"' for n in names))
+    return lines

@@ -1,0 +1,47 @@
+"""What every header-only sidecar of `N.raw` says the same way: sizes, byte order, spacing, origin.
+
+The `.raw` file is the array's elements in C order, in the array's own byte
+order, from byte 0. Sidecar formats list sizes fastest-varying first, so
+they get the shape reversed; spacing and origin come from the space axes of
+`Semantics` (1 and 0 for any other axis, which is what the readers assume
+when the fields are absent).
+"""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+
+from ..conventions.semantics import Semantics
+from ..metadata.model import ArrayMeta
+
+# MetaIO and teem parse sizes as C ints.
+MAX_C_INT = 2**31 - 1
+
+
+def describable(meta: ArrayMeta) -> bool:
+    """A sidecar needs at least one axis, no empty one, and sizes a C int holds."""
+    return meta.ndim >= 1 and all(0 < size <= MAX_C_INT for size in meta.shape)
+
+
+def big_endian(dtype: np.dtype) -> bool:
+    order = dtype.byteorder
+    return order == ">" or (order == "=" and sys.byteorder == "big")
+
+
+def space_calibration(semantics: Semantics, ndim: int) -> tuple[list[float], list[float]] | None:
+    """(spacing, origin) per dimension in C order, or None when no space axis is calibrated."""
+    axes = semantics.axes
+    if axes is None or len(axes) != ndim:
+        return None
+    if not any(a.kind == "space" and (a.scale is not None or a.origin is not None) for a in axes):
+        return None
+    spacing = [a.scale if a.kind == "space" and a.scale is not None else 1.0 for a in axes]
+    origin = [a.origin if a.kind == "space" and a.origin is not None else 0.0 for a in axes]
+    return spacing, origin
+
+
+def number(value: float) -> str:
+    """Shortest text that reads back as the same float ('0.5', '1e-06')."""
+    return repr(float(value))
