@@ -6,13 +6,15 @@ import json
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..codecs import ChunkCodec
 from ..errors import MetadataError
 from .limits import MAX_JSON_DEPTH, check_depth, check_document_size
+
+if TYPE_CHECKING:
+    from ..codecs import ChunkCodec
 
 # A chunk key function maps grid coordinates to the store key of that chunk.
 ChunkKeyFn = Callable[[tuple[int, ...]], str]
@@ -47,7 +49,7 @@ class ArrayMeta:
 
     def describe(self) -> dict[str, Any]:
         """JSON-able summary: `zarrfs tree --json` and the `.json` virtual file."""
-        from ..sharding import ShardingCodec
+        from ..codecs.sharding import ShardingCodec
 
         sharding = getattr(self.codec, "array_bytes", None)
         return {
