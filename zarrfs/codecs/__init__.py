@@ -6,13 +6,15 @@
     bounds.py        bounded decompression (no decompression bombs)
     elements.py      bytes, transpose
     via_numcodecs.py blosc, gzip, zstd, crc32c, numcodecs.<id>
+    scale_offset.py  scale_offset
+    cast_value.py    cast_value
     sharding.py      sharding_indexed
 
 Importing the package imports every family, so that each has registered its
 names before any metadata is parsed.
 """
 
-from . import elements, sharding, via_numcodecs  # noqa: F401  (registration)
+from . import cast_value, elements, scale_offset, sharding, via_numcodecs  # noqa: F401  (registration)
 from .pipeline import ChunkCodec, V2ChunkCodec, V3ChunkCodec, parse_codecs
 from .registry import UnknownCodecError, numcodecs_codec
 

@@ -153,8 +153,17 @@ def parse_codecs(docs: list[Any], chunk_shape: tuple[int, ...], fill: np.ndarray
             if array_bytes is not None:
                 raise MetadataError(f"{where}: array->array codec {name!r} after the array->bytes codec")
             shape, dtype = codec.encoded_representation(spec.shape, spec.dtype)
-            spec = ChunkSpec(shape, dtype, None if spec.fill is None else codec.encode_fill(spec.fill))
+            spec = ChunkSpec(shape, dtype, None if spec.fill is None else _encoded_fill(codec, name, spec.fill, where))
             array_codecs.append(codec)
     if array_bytes is None:
         raise MetadataError(f"{where}: codecs need exactly one array->bytes codec (e.g. 'bytes')")
     return V3ChunkCodec(tuple(array_codecs), array_bytes, tuple(bytes_codecs))
+
+
+def _encoded_fill(codec: ArrayToArray, name: str, fill: np.ndarray, where: str) -> np.ndarray | None:
+    """The fill value as `codec` encodes it. The spec makes a fill value the codec cannot encode
+    (scale_offset out of range, cast_value with no rule for it) an error of the array's metadata."""
+    try:
+        return codec.encode_fill(fill)
+    except ChunkError as exc:
+        raise MetadataError(f"{where}: bad configuration: the fill value does not pass codec {name!r}: {exc}") from exc
