@@ -110,6 +110,8 @@ def numcodecs_codec(config: dict[str, Any], where: str) -> Codec:
         raise MetadataError(f"{where}: codec config without a string 'id': {config!r}")
     if codec_id in _NEVER_DECODE:
         raise UnsupportedError(f"{where}: codec {codec_id!r} is refused (decoding it would run code from the store)")
+    if codec_id == "lzma" and "delta" in config:
+        config = _gdal_lzma(config, where)
     try:
         return numcodecs.get_codec(dict(config))
     except numcodecs.errors.UnknownCodecError as exc:
@@ -117,3 +119,21 @@ def numcodecs_codec(config: dict[str, Any], where: str) -> Codec:
     except Exception as exc:  # a codec's constructor raises whatever its checks raise
         raise MetadataError(f"{where}: bad configuration of codec {codec_id!r}: {type(exc).__name__}: {exc}") \
             from exc
+
+
+def _gdal_lzma(config: dict[str, Any], where: str) -> dict[str, Any]:
+    """GDAL's `{"id": "lzma", "preset": 6, "delta": 1}` as numcodecs' LZMA reads it.
+
+    GDAL writes an xz stream whose block header names its filter chain (delta
+    with that distance, then LZMA2), and decodes with liblzma's stream decoder,
+    which takes the chain from the header. So does Python's xz decoder: the
+    `delta` option only matters when writing, and numcodecs' LZMA, which does
+    not know it, gets the config without it.
+    """
+    delta = config["delta"]
+    if not isinstance(delta, int) or isinstance(delta, bool) or not 1 <= delta <= 256:
+        raise MetadataError(f"{where}: bad configuration of codec 'lzma': delta {delta!r} is not a distance 1..256")
+    if config.get("format", 1) != 1 or config.get("filters") is not None:
+        raise MetadataError(f"{where}: bad configuration of codec 'lzma': delta with a format or filters other "
+                            f"than GDAL's xz stream")
+    return {k: v for k, v in config.items() if k != "delta"}

@@ -34,6 +34,9 @@ class ArrayMeta:
     chunk_key: ChunkKeyFn
     attributes: dict[str, Any] = field(default_factory=dict)
     dimension_names: tuple[str | None, ...] | None = None
+    # A registered data type numpy has no type for ("bfloat16", "int4", ...): `dtype` is then
+    # void of its stored size, and the array is served as its stored bytes only (.raw, .json).
+    opaque_type: str | None = None
 
     @property
     def ndim(self) -> int:
@@ -58,6 +61,7 @@ class ArrayMeta:
             "zarr_format": self.zarr_format,
             "shape": list(self.shape),
             "dtype": dtype_json(self.dtype),
+            "data_type": self.opaque_type,
             "chunk_shape": list(sharding.chunk_shape) if isinstance(sharding, ShardingCodec) else list(self.chunk_shape),
             "shard_shape": list(self.chunk_shape) if isinstance(sharding, ShardingCodec) else None,
             "codecs": self.codec.describe(),

@@ -8,7 +8,7 @@ import numpy as np
 
 from ..codecs import parse_codecs
 from ..errors import MetadataError, UnsupportedError
-from .dtypes import fill_array, parse_v3_data_type, with_byte_order
+from .dtypes import fill_array, opaque_fill, opaque_type_name, parse_v3_data_type, with_byte_order
 from .model import (
     ArrayMeta,
     ChunkKeyFn,
@@ -56,10 +56,14 @@ def parse_v3_array(doc: Any, path: str, prefix: str, where: str) -> ArrayMeta:
         raise UnsupportedError(f"{where}: chunk_grid {grid_name!r} is not supported (only 'regular')")
     chunks = parse_shape(grid_config.get("chunk_shape"), "chunk_shape", where, positive=True)
     codec_docs = require(doc, "codecs", list, where)
-    base_dtype = parse_v3_data_type(require(doc, "data_type", (str, dict), where), f"{where}: data_type")
-    dtype = with_byte_order(base_dtype, "<" if find_endian(codec_docs, where) != "big" else ">")
+    data_type = require(doc, "data_type", (str, dict), where)
+    base_dtype = parse_v3_data_type(data_type, f"{where}: data_type")
+    big_endian = find_endian(codec_docs, where) == "big"
+    dtype = with_byte_order(base_dtype, ">" if big_endian else "<")
     check_sizes(shape, chunks, dtype, where)
-    fill = fill_array(dtype, doc.get("fill_value"), where, v3=True)
+    opaque = opaque_type_name(data_type)
+    fill = opaque_fill(opaque, doc.get("fill_value"), big_endian, where) if opaque else \
+        fill_array(dtype, doc.get("fill_value"), where, v3=True)
     transformers = doc.get("storage_transformers") or []
     if not isinstance(transformers, list):
         raise MetadataError(f"{where}: storage_transformers must be a list, got {transformers!r}")
@@ -81,6 +85,7 @@ def parse_v3_array(doc: Any, path: str, prefix: str, where: str) -> ArrayMeta:
         chunk_key=chunk_key_encoding(doc.get("chunk_key_encoding"), prefix, where),
         attributes=attributes,
         dimension_names=parse_dimension_names(doc.get("dimension_names"), len(shape), where),
+        opaque_type=opaque,
     )
 
 
