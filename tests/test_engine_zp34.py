@@ -417,3 +417,17 @@ def test_chained_inside_sharding_as_zarr_python(values: list[float], offset: int
     if not written.ok and written.stage == "write":
         return
     assert_agrees(written, zarrfs_read(store))
+
+
+@pytest.mark.parametrize("delta", ["1", 0, 300, True])
+def test_gdal_lzma_bad_delta(delta: Any, tmp_path: Path, open_engine) -> None:
+    store = tmp_path / "s.zarr"
+    store.mkdir()
+    (store / ".zgroup").write_text('{"zarr_format": 2}')
+    (store / "a").mkdir()
+    (store / "a" / ".zarray").write_text(json.dumps({
+        "zarr_format": 2, "shape": [4], "chunks": [4], "dtype": "<u2", "fill_value": None, "order": "C",
+        "filters": None, "compressor": {"id": "lzma", "preset": 6, "delta": delta}}))
+    with pytest.raises(MetadataError) as raised:
+        open_engine(store).hierarchy.node("a")
+    assert "bad configuration" in str(raised.value) and "delta" in str(raised.value)
