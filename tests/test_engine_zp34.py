@@ -431,3 +431,22 @@ def test_gdal_lzma_bad_delta(delta: Any, tmp_path: Path, open_engine) -> None:
     with pytest.raises(MetadataError) as raised:
         open_engine(store).hierarchy.node("a")
     assert "bad configuration" in str(raised.value) and "delta" in str(raised.value)
+
+
+@pytest.mark.parametrize("data_type,codec", [("float32", cast_value("bfloat16")), ("int4", cast_value("int8")),
+                                             ("bfloat16", scale_offset(1, 2))])
+def test_arithmetic_on_types_without_numpy_type_is_unsupported(data_type: str, codec: dict[str, Any],
+                                                               tmp_path: Path, open_engine) -> None:
+    from zarrfs.errors import UnsupportedError
+
+    store = tmp_path / "s.zarr"
+    (store / "a").mkdir(parents=True)
+    (store / "zarr.json").write_text('{"zarr_format": 3, "node_type": "group"}')
+    (store / "a" / "zarr.json").write_text(json.dumps({
+        "zarr_format": 3, "node_type": "array", "shape": [4], "data_type": data_type,
+        "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [4]}},
+        "chunk_key_encoding": {"name": "default"}, "fill_value": 0,
+        "codecs": [codec, {"name": "bytes", "configuration": {"endian": "little"}}]}))
+    with pytest.raises(UnsupportedError) as raised:
+        open_engine(store).hierarchy.node("a")
+    assert "not supported" in str(raised.value)

@@ -17,7 +17,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from ..errors import ChunkError, MetadataError
+from ..errors import ChunkError, MetadataError, UnsupportedError
 from ..metadata.dtypes import parse_v3_data_type
 from .registry import check_keys, register
 from .spec import ChunkSpec, json_scalar
@@ -48,6 +48,9 @@ class CastValueCodec:
         stored = parse_v3_data_type(config["data_type"], f"{where}: cast_value data_type").newbyteorder("=")
         source = spec.dtype.newbyteorder("=")
         for role, dtype in (("array", source), ("stored", stored)):
+            if dtype.kind == "V":  # a registered type numpy has no type for (int4, bfloat16, ...)
+                raise UnsupportedError(f"{where}: cast_value with the {role} type {dtype} is not supported "
+                                       f"(numpy has no type to compute it in)")
             if dtype.kind not in _NUMERIC:
                 raise MetadataError(f"{where}: bad configuration of codec 'cast_value': the {role} type {dtype} "
                                     f"is neither an integer nor a float type")

@@ -18,7 +18,7 @@ from numcodecs.abc import Codec
 from ..errors import ChunkError, MetadataError
 from .bounds import decode_bytes, output_bound
 from .elements import BytesCodec
-from .registry import build, named
+from .registry import lookup, named
 from .spec import ChunkSpec, view_as_chunk
 
 
@@ -139,8 +139,8 @@ def parse_codecs(docs: list[Any], chunk_shape: tuple[int, ...], fill: np.ndarray
     bytes_codecs: list[BytesToBytes] = []
     spec = ChunkSpec(chunk_shape, fill.dtype, fill)
     for item in docs:
-        codec = build(item, spec, where)
-        name = named(item, where)[0]
+        name, config = named(item, f"{where}: codecs")
+        codec = lookup(name, where).from_config(name, config, spec, where)
         if codec.kind == "bytes_bytes":
             if array_bytes is None:
                 raise MetadataError(f"{where}: bytes->bytes codec {name!r} before the array->bytes codec")

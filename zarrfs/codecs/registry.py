@@ -76,12 +76,6 @@ def lookup(name: str, where: str) -> type:
     return cls
 
 
-def build(value: Any, spec: ChunkSpec, where: str) -> Any:
-    """The codec a v3 `codecs` entry describes, built for a chunk of `spec`."""
-    name, config = named(value, f"{where}: codecs")
-    return lookup(name, where).from_config(name, config, spec, where)
-
-
 def named(value: Any, where: str) -> tuple[str, dict[str, Any]]:
     """(name, configuration) of a v3 extension point: a bare name or `{name, configuration}`."""
     if isinstance(value, str):

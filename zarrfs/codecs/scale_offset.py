@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from ..errors import ChunkError, MetadataError
+from ..errors import ChunkError, MetadataError, UnsupportedError
 from .registry import check_keys, register
 from .spec import ChunkSpec, json_scalar
 
@@ -34,6 +34,9 @@ class ScaleOffsetCodec:
     @classmethod
     def from_config(cls, name: str, config: dict[str, Any], spec: ChunkSpec, where: str) -> ScaleOffsetCodec:
         check_keys(name, config, {"offset", "scale"}, where)
+        if spec.dtype.kind == "V":  # a registered type numpy has no type for (int4, bfloat16, ...)
+            raise UnsupportedError(f"{where}: scale_offset on {spec.dtype} elements is not supported (numpy has "
+                                   f"no type to compute it in)")
         if spec.dtype.kind not in "iuf":
             raise MetadataError(f"{where}: bad configuration: scale_offset needs an integer or float data type, "
                                 f"not {spec.dtype}")
