@@ -12,7 +12,7 @@ configuration" (EIO: broken metadata). The two are never conflated: a typo in
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, ClassVar, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import numcodecs
 import numcodecs.errors
@@ -29,18 +29,20 @@ class UnknownCodecError(UnsupportedError):
     """No codec of that name or id is known to zarrfs."""
 
 
-class CodecClass(Protocol):
-    # "array_array", "array_bytes" or "bytes_bytes": where the codec sits in a v3 chain.
-    kind: ClassVar[str]
+class CodecFactory(Protocol):
+    """What the registry holds: a class that builds a codec from its v3 configuration.
 
-    @classmethod
-    def from_config(cls, name: str, config: dict[str, Any], spec: ChunkSpec, where: str) -> Any:
+    The codec it returns says where it sits in a chain by its `kind`:
+    "array_array", "array_bytes" or "bytes_bytes" (see pipeline.py).
+    """
+
+    def from_config(self, name: str, config: dict[str, Any], spec: ChunkSpec, where: str) -> Any:
         """The codec for `config`, given the chunk it decodes to (`spec`)."""
         ...
 
 
-_BY_NAME: dict[str, type] = {}
-_BY_PREFIX: dict[str, type] = {}  # "numcodecs." -> the class that reads any numcodecs id
+_BY_NAME: dict[str, CodecFactory] = {}
+_BY_PREFIX: dict[str, CodecFactory] = {}  # "numcodecs." -> the class that reads any numcodecs id
 
 T = TypeVar("T", bound=type)
 
@@ -66,7 +68,7 @@ def register_prefix(prefix: str) -> Callable[[T], T]:
     return add
 
 
-def lookup(name: str, where: str) -> type:
+def lookup(name: str, where: str) -> CodecFactory:
     """The class registered for `name`; UnknownCodecError when there is none."""
     cls = _BY_NAME.get(name)
     if cls is None:
