@@ -259,7 +259,9 @@ def metadata_cases(corpus: Corpus, dialect: Dialect) -> None:
                          ("json-not-object", b"[1, 2, 3]")):
         add(case_id, raw, "MetadataError", "JSON")
     for case_id, doc, words in unknown_extensions(dialect):
-        add(case_id, doc, "UnsupportedError", *words)
+        # A codec name nobody registered has its own error class (same errno).
+        unknown_codec = case_id.startswith(("unknown-codec", "unknown-compressor", "unknown-filter"))
+        add(case_id, doc, "UnknownCodecError" if unknown_codec else "UnsupportedError", *words)
 
 
 def unknown_extensions(dialect: Dialect) -> Iterator[tuple[str, dict[str, Any], tuple[str, ...]]]:

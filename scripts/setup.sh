@@ -2,8 +2,9 @@
 # Set up everything zarrfs needs on a Debian/Ubuntu machine, idempotently:
 #   system packages: fuse3 (libfuse 3 + fusermount3), python3-venv if venv is missing,
 #   gcc and python3-dev if missing (zarrfs builds one small C extension, zarrfs/_gather.c)
-#   a virtual environment in .venv with zarrfs installed (editable) with its test, remote,
+#   a virtual environment in .venv with zarrfs installed (editable) with its test, remote, geo,
 #   icechunk and references extras
+#   .venv-zp34 with zarr-python 3.4.2 (needs Python >= 3.12): the out-of-process oracle of tests/zp3x.py
 # Usage: bash scripts/setup.sh [--clients]   (--clients also installs GDAL and stock ImageJ for the tests)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -39,8 +40,30 @@ if [ ! -x .venv/bin/python ]; then
     "$PYTHON" -m venv .venv
 fi
 .venv/bin/python -m pip install -q --upgrade pip 2>&1 | grep -v "^WARNING: Location" || true
-.venv/bin/python -m pip install -q -e ".[test,remote,icechunk,references]" 2>&1 | grep -v "^WARNING: Location" || true
+.venv/bin/python -m pip install -q -e ".[test,remote,icechunk,references,geo]" 2>&1 | grep -v "^WARNING: Location" || true
 .venv/bin/python -c "import zarrfs, mfusepy" >/dev/null
+
+# zarr-python 3.4 needs Python >= 3.12; the tests use it out of process (tests/zp3x.py).
+ZP3X_ZARR=3.4.2
+ZP3X_CAST_VALUE_RS=0.5.1  # zarr-python's cast_value codec computes with it
+if ! .venv-zp34/bin/python -c "import zarr, cast_value_rs; assert zarr.__version__ == '$ZP3X_ZARR'" 2>/dev/null; then
+    py312=""
+    for candidate in python3.12 "$(pyenv root 2>/dev/null)"/versions/3.12*/bin/python3.12; do
+        if "$candidate" -c 'import sys; assert sys.version_info >= (3, 12)' 2>/dev/null; then
+            py312=$candidate
+            break
+        fi
+    done
+    if [ -z "$py312" ]; then
+        echo "setup: no python3.12 found: tests/test_engine_zp34.py will fail until .venv-zp34 exists" >&2
+    else
+        rm -rf .venv-zp34
+        "$py312" -m venv .venv-zp34
+        .venv-zp34/bin/python -m pip install -q "zarr==$ZP3X_ZARR" "cast-value-rs==$ZP3X_CAST_VALUE_RS" 2>&1 \
+            | grep -v "^WARNING: Location" || true
+        .venv-zp34/bin/python -c "import zarr, cast_value_rs" >/dev/null
+    fi
+fi
 
 if [ "${1:-}" = "--clients" ]; then
     bash scripts/install_clients.sh

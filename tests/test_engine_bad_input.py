@@ -25,12 +25,13 @@ import zarr
 from zarr.codecs import BytesCodec, Crc32cCodec, GzipCodec, ShardingCodec, ShardingCodecIndexLocation
 
 from oracles import quiet, write_zarr
+from zarrfs.codecs import UnknownCodecError
 from zarrfs.engine import Engine
 from zarrfs.errors import ChunkError, MetadataError, NotFoundError, NotZarrError, UnsupportedError, ZarrfsError
 from zarrfs.metadata.model import ArrayMeta
 
-ERRNO = {MetadataError: errno.EIO, UnsupportedError: errno.ENOTSUP, ChunkError: errno.EIO,
-         NotZarrError: errno.ENOENT}
+ERRNO = {MetadataError: errno.EIO, UnsupportedError: errno.ENOTSUP, UnknownCodecError: errno.ENOTSUP,
+         ChunkError: errno.EIO, NotZarrError: errno.ENOENT}
 
 V2_ARRAY: dict[str, Any] = {"zarr_format": 2, "shape": [4, 6], "chunks": [2, 3], "dtype": "<i4", "compressor": None,
                             "fill_value": 5, "order": "C", "filters": None}
@@ -124,8 +125,8 @@ BAD_METADATA: list[tuple[str, int, Any, type[ZarrfsError], tuple[str, ...]]] = [
     ("v2-overflow", 2, v2(shape=[2**31, 2**31], chunks=[1, 1], dtype="<f8"), MetadataError, ("2**63",)),
     ("v2-dim-over-int64", 2, v2(shape=[2**64, 1], chunks=[1, 1]), MetadataError, ("int64",)),
     ("v2-chunk-overflow", 2, v2(shape=[4, 6], chunks=[2**40, 2**40], dtype="<i8"), MetadataError, ("2**63",)),
-    ("v2-unknown-compressor", 2, v2(compressor={"id": "nosuchcodec"}), UnsupportedError, ("nosuchcodec",)),
-    ("v2-unknown-filter", 2, v2(filters=[{"id": "nosuchfilter"}]), UnsupportedError, ("nosuchfilter",)),
+    ("v2-unknown-compressor", 2, v2(compressor={"id": "nosuchcodec"}), UnknownCodecError, ("nosuchcodec",)),
+    ("v2-unknown-filter", 2, v2(filters=[{"id": "nosuchfilter"}]), UnknownCodecError, ("nosuchfilter",)),
     ("v2-object-dtype", 2, v2(dtype="|O", filters=[{"id": "vlen-utf8"}]), UnsupportedError, ("variable-length",)),
     ("v2-pickle-compressor", 2, v2(compressor={"id": "pickle"}), UnsupportedError, ("pickle",)),
     ("v2-pickle-object", 2, v2(dtype="|O", filters=[{"id": "pickle"}]), UnsupportedError, ()),
@@ -160,9 +161,9 @@ BAD_METADATA: list[tuple[str, int, Any, type[ZarrfsError], tuple[str, ...]]] = [
     ("v3-overflow", 3, v3(shape=[2**40, 2**40], data_type="int64"), MetadataError, ("2**63",)),
     ("v3-sharding-not-dividing", 3, v3(codecs=[{"name": "sharding_indexed", "configuration": {
         "chunk_shape": [2, 2], "codecs": [{"name": "bytes"}]}}]), MetadataError, ("divide",)),
-    ("v3-unknown-codec", 3, v3(codecs=[{"name": "bytes"}, {"name": "nosuchcodec"}]), UnsupportedError,
+    ("v3-unknown-codec", 3, v3(codecs=[{"name": "bytes"}, {"name": "nosuchcodec"}]), UnknownCodecError,
      ("nosuchcodec",)),
-    ("v3-unknown-numcodecs", 3, v3(codecs=[{"name": "bytes"}, {"name": "numcodecs.nosuch"}]), UnsupportedError,
+    ("v3-unknown-numcodecs", 3, v3(codecs=[{"name": "bytes"}, {"name": "numcodecs.nosuch"}]), UnknownCodecError,
      ("nosuch",)),
     ("v3-pickle", 3, v3(codecs=[{"name": "bytes"}, {"name": "numcodecs.pickle"}]), UnsupportedError, ("pickle",)),
     ("v3-unknown-data-type", 3, v3(data_type="int3"), UnsupportedError, ("int3",)),

@@ -24,6 +24,7 @@ import numpy as np
 import pytest
 
 from mountutil import Mount, mount_in, mounted_many, pid_alive, run_zarrfs
+from zarrfs.codecs import UnknownCodecError
 from zarrfs.engine import Engine
 from zarrfs.errors import ChunkError, MetadataError, UnsupportedError, ZarrfsError
 
@@ -31,8 +32,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
 import make_broken_corpus as corpus_builder  # noqa: E402
 
 ERRORS: dict[str, type[ZarrfsError]] = {"MetadataError": MetadataError, "UnsupportedError": UnsupportedError,
-                                        "ChunkError": ChunkError}
-ERRNO = {"MetadataError": errno.EIO, "UnsupportedError": errno.ENOTSUP, "ChunkError": errno.EIO}
+                                        "UnknownCodecError": UnknownCodecError, "ChunkError": ChunkError}
+ERRNO = {"MetadataError": errno.EIO, "UnsupportedError": errno.ENOTSUP, "UnknownCodecError": errno.ENOTSUP,
+         "ChunkError": errno.EIO}
 
 # Built once at collection (about a second, 14 MB): the cases parametrize the tests.
 _ROOT = Path(tempfile.mkdtemp(prefix="zarrfs-corpus-"))

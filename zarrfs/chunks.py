@@ -26,7 +26,7 @@ import numpy as np
 from .cache import ChunkCache, new_token
 from .errors import ChunkError, ZarrfsError
 from .metadata.model import ArrayMeta
-from .sharding import EMPTY, ShardingCodec
+from .codecs.sharding import EMPTY, ShardingCodec
 from .store import Store
 
 log = logging.getLogger(__name__)

@@ -55,7 +55,7 @@ class Engine:
             return found
         reader = ArrayReader(make_source(self.store, meta, self.cache, self._decode_slots), self.cache,
                              timeout=max(self.options.read_timeout, self.options.store.worst_case_seconds()),
-                             readahead_max=None if self.options.readahead else 0, files=self.files)
+                             files=self.files)
         with self._lock:
             found = self._readers.get(path)
             if found is not None and found.meta is meta:

@@ -57,10 +57,6 @@ class ChunkError(ZarrfsError):
     errno = _errno.EIO
 
 
-class ReadOnlyError(ZarrfsError):
-    errno = _errno.EROFS
-
-
 class OptionsError(ZarrfsError):
     """A command-line or mount option is invalid."""
 

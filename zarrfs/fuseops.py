@@ -205,10 +205,6 @@ class ZarrOperations(mfusepy.Operations):
             self._handles.pop(fi.fh, None)
         return 0
 
-    def open_handles(self) -> int:
-        with self._lock:
-            return len(self._handles)
-
     # Every call that would change something is refused.
     write = truncate = create = mkdir = rmdir = unlink = rename = _read_only
     chmod = chown = setxattr = removexattr = symlink = link = utimens = mknod = _read_only

@@ -123,7 +123,6 @@ class EngineOptions:
     cache_bytes: int = DEFAULT_CACHE_BYTES
     workers: int = field(default_factory=default_workers)
     read_timeout: float = 300.0  # seconds a read may wait for its chunks
-    readahead: bool = True
     store: StoreOptions = field(default_factory=StoreOptions)
     # Seconds that listings and metadata stay valid; None: while mounted
     # (stores are usually immutable, and every refresh costs requests).

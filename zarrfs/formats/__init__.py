@@ -29,6 +29,8 @@ def _raw(meta: ArrayMeta, semantics: Semantics, stem: str) -> Layout:
 
 
 def _npy(meta: ArrayMeta, semantics: Semantics, stem: str) -> Layout | None:
+    if meta.opaque_type:  # numpy would see only anonymous bytes ('|V2'): .raw and .json say it
+        return None
     return npy_layout(meta.shape, meta.dtype)
 
 

@@ -12,9 +12,10 @@ from typing import Any
 
 import numpy as np
 
-from ..codecs import BytesCodec, V2ChunkCodec, V3ChunkCodec, numcodecs_codec
+from ..codecs import V2ChunkCodec, V3ChunkCodec, numcodecs_codec
+from ..codecs.elements import BytesCodec
+from ..codecs.sharding import ShardingCodec
 from ..errors import MetadataError, UnsupportedError
-from ..sharding import ShardingCodec
 from .dtypes import explicit_byte_order, fill_array, parse_typestr, parse_v3_data_type, with_byte_order
 from .model import ArrayMeta, ChunkKeyFn, check_sizes, parse_shape, require, require_object
 
@@ -124,7 +125,7 @@ def _sharded(meta_args: dict[str, Any], transformers: Any, inner: V2ChunkCodec, 
         shard_shape = tuple(c * n for c, n in zip(inner_shape, cps, strict=True))
         sharding = ShardingCodec(
             chunk_shape=inner_shape,
-            codec=inner,  # type: ignore[arg-type]  # any ChunkCodec decodes the inner chunks
+            codec=inner,
             index_codec=V3ChunkCodec((), BytesCodec("little"), ()),
             index_location="end",
             fill_value=meta_args["fill_value"],

@@ -32,6 +32,19 @@ _V3_SIMPLE = {
     "float64": "f8",
     "complex64": "c8",
     "complex128": "c16",
+    "complex_float32": "c8",
+    "complex_float64": "c16",
+}
+# Registered numeric types numpy has no type for (and tensorstore's float8_e4m3fn) -> bytes
+# per element as stored (the sub-byte ones hold one element per byte). zarrfs serves such an
+# array as those bytes (`.raw`, described in `.json`), never as numbers it would convert.
+_FLOAT8 = ("float8_e3m4", "float8_e4m3", "float8_e4m3fn", "float8_e4m3b11fnuz", "float8_e4m3fnuz", "float8_e5m2",
+           "float8_e5m2fnuz", "float8_e8m0fnu", "float6_e2m3fn", "float6_e3m2fn", "float4_e2m1fn")
+OPAQUE_ITEMSIZE = {
+    "bfloat16": 2, "int2": 1, "int4": 1, "uint2": 1, "uint4": 1,
+    **{name: 1 for name in _FLOAT8},
+    "complex_bfloat16": 4, "complex_float16": 4,
+    **{f"complex_{name}": 2 for name in _FLOAT8},
 }
 _VARIABLE_LENGTH = {"string", "bytes", "variable_length_bytes", "vlen-utf8", "vlen-bytes"}
 
@@ -96,6 +109,8 @@ def parse_v3_data_type(value: Any, where: str) -> np.dtype:
     name, config = _extension(value, where)
     if name in _V3_SIMPLE:
         return np.dtype(_V3_SIMPLE[name])
+    if name in OPAQUE_ITEMSIZE:
+        return np.dtype(f"V{OPAQUE_ITEMSIZE[name]}")
     if name in _VARIABLE_LENGTH:
         raise UnsupportedError(f"{where}: data type {name!r} is variable-length; it has no fixed byte layout")
     if name.startswith("r") and name[1:].isdigit():
@@ -140,6 +155,49 @@ def _v3_struct(fields: Any, where: str) -> np.dtype:
             sub_dtype = parse_v3_data_type(sub, where)
         parts.append((name, sub_dtype))
     return np.dtype(parts)
+
+
+def opaque_type_name(value: Any) -> str | None:
+    """The name of a `data_type` that numpy has no type for (see OPAQUE_ITEMSIZE), else None."""
+    name = value if isinstance(value, str) else value.get("name") if isinstance(value, dict) else None
+    return name if name in OPAQUE_ITEMSIZE else None
+
+
+def opaque_fill(name: str, value: Any, big_endian: bool, where: str) -> np.ndarray:
+    """The fill value of an OPAQUE_ITEMSIZE type as its stored bytes (a 0-d void array).
+
+    Numbers need ml_dtypes (installed with tensorstore) to be encoded; without
+    it only 0 and the "0x..." bit patterns are understood.
+    """
+    size = OPAQUE_ITEMSIZE[name]
+    try:
+        if name.startswith("complex_"):
+            if not isinstance(value, list) or len(value) != 2:
+                raise ValueError("a complex fill value is a [real, imaginary] pair")
+            component = name.removeprefix("complex_")
+            raw = b"".join(_opaque_bytes(component, part, size // 2, big_endian) for part in value)
+        else:
+            raw = _opaque_bytes(name, value, size, big_endian)
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise MetadataError(f"{where}: fill_value {value!r} does not fit data type {name}: {exc}") from exc
+    return np.frombuffer(raw, f"V{size}").reshape(())
+
+
+def _opaque_bytes(name: str, value: Any, size: int, big_endian: bool) -> bytes:
+    if name in _V3_SIMPLE:  # complex_float16's parts
+        raw = np.array(_float(value), _V3_SIMPLE[name]).astype("<" + _V3_SIMPLE[name]).tobytes()
+    elif isinstance(value, str) and value.startswith("0x"):
+        raw = int(value, 16).to_bytes(size, "little")
+    else:
+        try:
+            import ml_dtypes
+        except ImportError:
+            if value == 0 and name != "float8_e8m0fnu":  # all-zero bits are zero, except in e8m0 (no zero)
+                return bytes(size)
+            raise ValueError("encoding it needs the ml_dtypes package") from None
+        number = int(value) if name.startswith(("int", "uint")) else _float(value)
+        raw = np.array(number, getattr(ml_dtypes, name)).tobytes()
+    return raw[::-1] if big_endian else raw
 
 
 def _checked_dtype(spec: str, where: str) -> np.dtype:

@@ -6,13 +6,15 @@ import json
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..codecs import ChunkCodec
 from ..errors import MetadataError
 from .limits import MAX_JSON_DEPTH, check_depth, check_document_size
+
+if TYPE_CHECKING:
+    from ..codecs import ChunkCodec
 
 # A chunk key function maps grid coordinates to the store key of that chunk.
 ChunkKeyFn = Callable[[tuple[int, ...]], str]
@@ -35,6 +37,9 @@ class ArrayMeta:
     # v2/v1 `fill_value: null`: `fill_value` then holds zeros, but no value was declared
     # (conventions must not take it for a nodata value).
     fill_value_null: bool = False
+    # A registered data type numpy has no type for ("bfloat16", "int4", ...): `dtype` is then
+    # void of its stored size, and the array is served as its stored bytes only (.raw, .json).
+    opaque_type: str | None = None
 
     @property
     def ndim(self) -> int:
@@ -50,7 +55,7 @@ class ArrayMeta:
 
     def describe(self) -> dict[str, Any]:
         """JSON-able summary: `zarrfs tree --json` and the `.json` virtual file."""
-        from ..sharding import ShardingCodec
+        from ..codecs.sharding import ShardingCodec
 
         sharding = getattr(self.codec, "array_bytes", None)
         return {
@@ -59,6 +64,7 @@ class ArrayMeta:
             "zarr_format": self.zarr_format,
             "shape": list(self.shape),
             "dtype": dtype_json(self.dtype),
+            "data_type": self.opaque_type,
             "chunk_shape": list(sharding.chunk_shape) if isinstance(sharding, ShardingCodec) else list(self.chunk_shape),
             "shard_shape": list(self.chunk_shape) if isinstance(sharding, ShardingCodec) else None,
             "codecs": self.codec.describe(),

@@ -10,12 +10,15 @@ what a shard nested inside another shard needs.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
-from .codecs import V3ChunkCodec
-from .errors import ChunkError, UnsupportedError
+from ..errors import ChunkError, MetadataError, UnsupportedError
+from ..metadata.model import parse_shape
+from .pipeline import ChunkCodec, V3ChunkCodec, parse_codecs
+from .registry import check_keys, register
+from .spec import ChunkSpec
 
 EMPTY = np.uint64(2**64 - 1)
 _INDEX_DTYPE = np.dtype("<u8")
@@ -23,13 +26,41 @@ _INDEX_DTYPE = np.dtype("<u8")
 _INDEX_CODEC_OVERHEAD = {"crc32c": 4}
 
 
+_DEFAULT_INDEX_CODECS = [{"name": "bytes", "configuration": {"endian": "little"}}]
+
+
+@register("sharding_indexed")
 @dataclass(frozen=True)
 class ShardingCodec:
+    kind: ClassVar[str] = "array_bytes"
     chunk_shape: tuple[int, ...]  # inner chunk shape
-    codec: V3ChunkCodec  # decodes one inner chunk
+    codec: ChunkCodec  # decodes one inner chunk (a v3 pipeline; the v2 one for the zp2 draft's shards)
     index_codec: V3ChunkCodec  # decodes the index
     index_location: str  # "start" or "end"
     fill_value: np.ndarray  # for inner chunks the index marks empty
+
+    @classmethod
+    def from_config(cls, name: str, config: dict[str, Any], spec: ChunkSpec, where: str) -> ShardingCodec:
+        check_keys(name, config, {"chunk_shape", "codecs", "index_codecs", "index_location"}, where)
+        shard_shape = spec.shape
+        inner = parse_shape(config.get("chunk_shape"), "sharding chunk_shape", where, positive=True)
+        if len(inner) != len(shard_shape) or any(s % c for s, c in zip(shard_shape, inner, strict=True)):
+            raise MetadataError(f"{where}: inner chunk shape {list(inner)} does not divide shard shape "
+                                f"{list(shard_shape)}")
+        location = config.get("index_location", "end")
+        if location not in ("start", "end"):
+            raise MetadataError(f"{where}: index_location must be 'start' or 'end', got {location!r}")
+        if spec.fill is None:
+            raise UnsupportedError(f"{where}: sharding after a codec that cannot encode the fill value")
+        cps = tuple(s // c for s, c in zip(shard_shape, inner, strict=True))
+        return cls(
+            chunk_shape=inner,
+            codec=parse_codecs(config.get("codecs") or [], inner, spec.fill, where),
+            index_codec=parse_codecs(config.get("index_codecs", _DEFAULT_INDEX_CODECS), (*cps, 2),
+                                     np.zeros((), np.dtype("<u8")), where),
+            index_location=location,
+            fill_value=spec.fill,
+        )
 
     def chunks_per_shard(self, shard_shape: tuple[int, ...]) -> tuple[int, ...]:
         return tuple(s // c for s, c in zip(shard_shape, self.chunk_shape, strict=True))
