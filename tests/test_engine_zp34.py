@@ -372,6 +372,7 @@ def test_types_without_numpy_type_are_their_stored_bytes(data_type: str, endian:
     import ml_dtypes
     import tensorstore as ts
 
+    from zarrfs.conventions.semantics import Semantics
     from zarrfs.formats import FORMATS
 
     dtype = np.dtype(getattr(ml_dtypes, data_type))
@@ -398,8 +399,10 @@ def test_types_without_numpy_type_are_their_stored_bytes(data_type: str, endian:
         got, stored = got & ((1 << bits) - 1), stored & ((1 << bits) - 1)
     np.testing.assert_array_equal(got, stored)
     assert meta.opaque_type == data_type and meta.describe()["data_type"] == data_type
-    assert FORMATS[".npy"](meta) is None and FORMATS[".tif"](meta) is None
-    assert FORMATS[".raw"](meta) is not None and FORMATS[".json"](meta) is not None
+    built = {suffix: FORMATS[suffix](meta, Semantics(), "a") for suffix in FORMATS}
+    assert built[".npy"] is None and built[".tif"] is None
+    assert built[".raw"] is not None and built[".json"] is not None
+    assert built[".raw.hdr"] is None and built[".mhd"] is None and built[".nhdr"] is None  # headers would lie
 
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -60,7 +60,8 @@ class Dialect(Protocol):
 
 
 def _get_json(store: Store, key: str) -> Any | None:
-    raw = store.get(key, max_bytes=max_document_bytes())
+    # At most the size limit + 1 bytes: a document over the limit is refused without being held whole.
+    raw = store.get_range(key, 0, max_document_bytes() + 1)
     return None if raw is None else parse_json(raw, f"{store.display_name}: {key}")
 
 

@@ -214,14 +214,8 @@ class Store:
         self.stats.count("failures")
         raise StoreError(f"{self.display_name}: {what} failed after {tries} tries: {error}")
 
-    def get(self, key: str, max_bytes: int | None = None) -> bytes | None:
-        """The whole value of `key`, or None if it does not exist.
-
-        With `max_bytes`, at most max_bytes + 1 bytes are read: a caller that
-        refuses larger values learns that it is larger without holding it.
-        """
-        if max_bytes is not None:
-            return self.get_range(key, 0, max_bytes + 1)
+    def get(self, key: str) -> bytes | None:
+        """The whole value of `key`, or None if it does not exist."""
         try:
             return self._call(f"reading {key!r}", "cat_file", self._path(key))
         except _MISSING:
