@@ -17,5 +17,5 @@ if not os.access(os.path.dirname(os.path.abspath(__file__)), os.W_OK):
     atexit.register(shutil.rmtree, scratch, ignore_errors=True)
     options = {"egg_info": {"egg_base": scratch}, "build": {"build_base": os.path.join(scratch, "build")}}
 
-setup(ext_modules=[Extension("zarrfs._gather", ["zarrfs/_gather.c"], extra_compile_args=["-O2", "-Wall"])],
+setup(ext_modules=[Extension("zarrfs.engine._gather", ["zarrfs/engine/_gather.c"], extra_compile_args=["-O2", "-Wall"])],
       options=options)

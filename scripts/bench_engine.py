@@ -28,15 +28,15 @@ PEERS = ("zarrfs", "zarr-python", "tensorstore")
 
 
 def run_zarrfs(path: Path, cache_size: str) -> dict:
-    from zarrfs.engine import Engine
-    from zarrfs.memory import tune_process
+    from zarrfs.engine.engine import Engine
+    from zarrfs.fuse.memory import tune_process
     from zarrfs.options import EngineOptions, parse_size
 
     tune_process()  # as the daemon does
 
     engine = Engine.open(str(path), options=EngineOptions(cache_bytes=parse_size(cache_size)))
     reader = engine.reader("")
-    from zarrfs.reader import ReadStream
+    from zarrfs.engine.reader import ReadStream
 
     stream = ReadStream()
     start = time.perf_counter()

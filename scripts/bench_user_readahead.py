@@ -26,7 +26,7 @@ import numcodecs
 import numpy as np
 import zarr
 
-from zarrfs.mountpoints import device
+from zarrfs.fuse.mountpoints import device
 
 SIDE = 8192  # float32 8192 x 16384: 512 MiB
 

@@ -101,9 +101,9 @@ def oracle_files(mountpoint: Path, store: Path, arrays: dict[str, np.ndarray]) -
     """Expected bytes of each file: numpy's own .npy; the .tif checked by tifffile before use."""
     import tifffile
 
-    from zarrfs.engine import Engine
+    from zarrfs.engine.engine import Engine
     from zarrfs.formats import FORMATS
-    from zarrfs.tree import VirtualTree
+    from zarrfs.view import VirtualTree
 
     engine = Engine.open(str(store))
     tree = VirtualTree(engine)

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from zarrfs.engine import Engine
+from zarrfs.engine.engine import Engine
 from zarrfs.options import EngineOptions
 
 

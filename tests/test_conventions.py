@@ -26,9 +26,9 @@ from zarrfs.conventions.crs import epsg_from_code, epsg_from_projjson, epsg_from
 from zarrfs.conventions.geo import MAX_COORDINATE_ELEMENTS
 from zarrfs.conventions.resolve import semantics_of as resolve_semantics
 from zarrfs.conventions.semantics import Semantics
-from zarrfs.engine import Engine
+from zarrfs.engine.engine import Engine
 from zarrfs.formats import FORMATS
-from zarrfs.tree import VirtualTree
+from zarrfs.view import VirtualTree
 
 WKT2_UTM = ('PROJCRS["WGS 84 / UTM zone 33N",BASEGEOGCRS["WGS 84",DATUM["World Geodetic System 1984",'
             'ELLIPSOID["WGS 84",6378137,298.257223563]],ID["EPSG",4326]],CONVERSION["UTM zone 33N",'

@@ -26,9 +26,9 @@ from zarr.codecs import BytesCodec, Crc32cCodec, GzipCodec, ShardingCodec, Shard
 
 from oracles import quiet, write_zarr
 from zarrfs.codecs import UnknownCodecError
-from zarrfs.engine import Engine
+from zarrfs.engine.engine import Engine
 from zarrfs.errors import ChunkError, MetadataError, NotFoundError, NotZarrError, UnsupportedError, ZarrfsError
-from zarrfs.metadata.model import ArrayMeta
+from zarrfs.model.meta import ArrayMeta
 
 ERRNO = {MetadataError: errno.EIO, UnsupportedError: errno.ENOTSUP, UnknownCodecError: errno.ENOTSUP,
          ChunkError: errno.EIO, NotZarrError: errno.ENOENT}

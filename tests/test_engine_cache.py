@@ -22,8 +22,8 @@ import numpy as np
 import pytest
 
 from oracles import Oracle, write_zarr
-from zarrfs.engine import Engine
-from zarrfs.reader import ReadStream
+from zarrfs.engine.engine import Engine
+from zarrfs.engine.reader import ReadStream
 
 PIECE = 128 << 10  # what the kernel asks a FUSE file system for at a time
 THREADS = 8

@@ -25,9 +25,9 @@ import pytest
 
 from oracles import ORACLES, HierarchyOracle, Oracle, write_hierarchy
 from remoteutil import BackloggedHTTPServer
-from zarrfs.engine import Engine
+from zarrfs.engine.engine import Engine
 from zarrfs.errors import ChunkError, NotFoundError
-from zarrfs.metadata.model import ArrayMeta, GroupMeta
+from zarrfs.model.meta import ArrayMeta, GroupMeta
 
 CASES = [
     "zp3-dtype-le-f8", "zp2-dtype-struct-mixed-endian", "zp2-separator-slash", "zp3-key-v2-dot",

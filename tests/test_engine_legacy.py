@@ -17,9 +17,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from zarrfs.engine import Engine
+from zarrfs.engine.engine import Engine
 from zarrfs.errors import MetadataError, UnsupportedError
-from zarrfs.metadata.model import ArrayMeta, GroupMeta
+from zarrfs.model.meta import ArrayMeta, GroupMeta
 
 LEGACY = Path(__file__).parent / "fixtures" / "legacy"
 MANIFEST: list[dict[str, Any]] = json.loads((LEGACY / "manifest.json").read_text())

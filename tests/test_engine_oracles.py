@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 
 from oracles import ORACLES, HierarchyOracle, Oracle, write_hierarchy
-from zarrfs.engine import Engine
-from zarrfs.metadata.model import ArrayMeta, GroupMeta
+from zarrfs.engine.engine import Engine
+from zarrfs.model.meta import ArrayMeta, GroupMeta
 
 RANDOM_RANGES = 300
 

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from zarr.codecs import BytesCodec, GzipCodec, ShardingCodec, TransposeCodec, ZstdCodec
 
 from oracles import sample, write_zarr
-from zarrfs.engine import Engine
+from zarrfs.engine.engine import Engine
 
 DTYPES = ["bool", "i1", "<i2", ">i4", "<u8", "<f2", "<f4", ">f8", "<c8", "S3", "<U2", "<M8[s]",
           [("a", "<i2"), ("b", "<f4")]]

@@ -21,11 +21,11 @@ import numpy as np
 import pytest
 
 from oracles import Oracle, sample, write_zarr
-from zarrfs.direct import ChunkFiles, _contiguous_start
-from zarrfs.engine import Engine
+from zarrfs.engine.direct import ChunkFiles, _contiguous_start
+from zarrfs.engine.engine import Engine
 from zarrfs.errors import ChunkError
-from zarrfs.reader import ReadStream
-from zarrfs.store import Store
+from zarrfs.engine.reader import ReadStream
+from zarrfs.stores.store import Store
 
 
 def check_reads(engine: Engine, oracle: Oracle, seed: int = 0) -> None:

@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from zp3x import Writer, zp3x  # noqa: F401  (zp3x is the fixture)
-from zarrfs.engine import Engine
+from zarrfs.engine.engine import Engine
 from zarrfs.errors import ChunkError, MetadataError, ZarrfsError
 
 RNG = np.random.default_rng(34)

@@ -26,10 +26,10 @@ from zarrfs.codecs import V2ChunkCodec, V3ChunkCodec, parse_codecs
 from zarrfs.codecs.elements import BytesCodec
 from zarrfs.codecs.sharding import EMPTY, ShardingCodec
 from zarrfs.errors import ChunkError, MetadataError, UnsupportedError
-from zarrfs.metadata.draft import parse_seed_array, parse_zp2_array
-from zarrfs.metadata.model import ArrayMeta, parse_json
-from zarrfs.metadata.v2 import parse_v1_array, parse_v2_array
-from zarrfs.metadata.v3 import parse_v3_array
+from zarrfs.model.draft import parse_seed_array, parse_zp2_array
+from zarrfs.model.meta import ArrayMeta, parse_json
+from zarrfs.model.v2 import parse_v1_array, parse_v2_array
+from zarrfs.model.v3 import parse_v3_array
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
 from make_broken_corpus import V2_CODECS, V3_CODECS, _seed_doc, _v2_doc, _v3_doc, _zp2_doc  # noqa: E402

@@ -1,4 +1,4 @@
-"""zarrfs._gather: strided copies and preadv2 into strided blocks, checked against numpy."""
+"""zarrfs.engine._gather: strided copies and preadv2 into strided blocks, checked against numpy."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from zarrfs._gather import copy_into, preadv_into
+from zarrfs.engine._gather import copy_into, preadv_into
 
 DTYPES = ["u1", "<u2", ">i4", "<f8", "M8[s]", "S3", "c16"]
 

@@ -25,7 +25,7 @@ import pytest
 
 from mountutil import Mount, mount_in, mounted_many, pid_alive, run_zarrfs
 from zarrfs.codecs import UnknownCodecError
-from zarrfs.engine import Engine
+from zarrfs.engine.engine import Engine
 from zarrfs.errors import ChunkError, MetadataError, UnsupportedError, ZarrfsError
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))

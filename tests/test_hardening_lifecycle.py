@@ -38,8 +38,8 @@ from mountutil import (
     zarrfs_command,
 )
 from remoteutil import BackloggedHTTPServer
-from zarrfs import mount as mount_module
-from zarrfs.stopper import GRACE_SECONDS
+from zarrfs.fuse import mount as mount_module
+from zarrfs.fuse.stopper import GRACE_SECONDS
 
 # What a reader of a mount that goes away may see; anything else (or a hang) fails.
 GONE = {errno.EIO, errno.ENOTCONN, errno.ECONNABORTED, errno.ENODEV}
@@ -239,7 +239,7 @@ def test_readers_stuck_on_a_slow_array_leave_the_rest_of_the_mount_answering(tmp
 def test_sigterm_with_reads_stuck_on_a_slow_store(stalling_server: str, tmp_path: Path) -> None:
     """Reads wait on a store that does not answer: the daemon still leaves within the grace period."""
     mount = url_mount(stalling_server, tmp_path, foreground=True,
-                      expected_log=(r"WARNING zarrfs\.stopper: stopping: reads still waiting",))
+                      expected_log=(r"WARNING zarrfs\.fuse\.stopper: stopping: reads still waiting",))
     with mounted_many([mount]):
         assert mount.process is not None
         name = next(n for n in os.listdir(mount.root) if n.endswith(".raw"))

@@ -26,10 +26,10 @@ import pytest
 import zarr
 
 from mountutil import Mount, mount_in, mounted, mounted_many, run_zarrfs
-from zarrfs.engine import Engine
+from zarrfs.engine.engine import Engine
 from zarrfs.errors import MetadataError
-from zarrfs.fuseops import ZarrOperations
-from zarrfs.metadata.limits import CHILDREN_VARIABLE, DEFAULT_MAX_GROUP_CHILDREN, SIZE_VARIABLE
+from zarrfs.fuse.ops import ZarrOperations
+from zarrfs.model.limits import CHILDREN_VARIABLE, DEFAULT_MAX_GROUP_CHILDREN, SIZE_VARIABLE
 
 
 @pytest.fixture(scope="module")

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 import zarr
 
-from zarrfs.engine import Engine
+from zarrfs.engine.engine import Engine
 from zarrfs.options import EngineOptions
-from zarrfs.reader import ReadStream, linear_boxes
+from zarrfs.engine.reader import ReadStream, linear_boxes
 
 
 @pytest.mark.parametrize("shape", [(7,), (3, 5), (2, 3, 4), (2, 1, 3, 2)])

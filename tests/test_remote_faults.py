@@ -25,7 +25,7 @@ from zarr.codecs import Crc32cCodec, ZstdCodec
 
 from mountutil import mounted_many
 from remoteutil import FaultProxy, HttpServer, fault_proxy, http_server, remote_mount
-from zarrfs.engine import Engine
+from zarrfs.engine.engine import Engine
 from zarrfs.errors import ChunkError, StoreError, ZarrfsError
 from zarrfs.options import EngineOptions, StoreOptions
 
@@ -166,8 +166,8 @@ def test_store_that_disappears_and_comes_back(proxy: FaultProxy, engine: Engine,
 
 def test_mount_eio_then_recovery_without_remount(proxy: FaultProxy, upstream: Upstream, tmp_path: Path) -> None:
     mount = remote_mount(tmp_path, f"{proxy.url}/faults.zarr", "--timeout", str(TIMEOUT), "--retries", "1",
-                         expected_log=(r" ERROR zarrfs\.fuseops: read /crc\.raw: .*faults\.zarr.*crc/c/",
-                                       r" ERROR zarrfs\.fuseops: read /sharded\.raw: .*faults\.zarr.*sharded/c/"))
+                         expected_log=(r" ERROR zarrfs\.fuse\.ops: read /crc\.raw: .*faults\.zarr.*crc/c/",
+                                       r" ERROR zarrfs\.fuse\.ops: read /sharded\.raw: .*faults\.zarr.*sharded/c/"))
     with mounted_many([mount]):
         proxy.inject("503", CHUNKS["crc"])
         fd = os.open(mount / "crc.raw", os.O_RDONLY)

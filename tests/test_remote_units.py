@@ -16,13 +16,13 @@ import zarr
 from zarr.codecs import ZstdCodec
 
 from remoteutil import HttpServer, http_server
-from zarrfs.cache import Batch, ChunkCache
-from zarrfs.chunks import coalesce
-from zarrfs.engine import Engine
+from zarrfs.engine.cache import Batch, ChunkCache
+from zarrfs.engine.chunks import coalesce
+from zarrfs.engine.engine import Engine
 from zarrfs.errors import ChunkError, OptionsError
 from zarrfs.options import EngineOptions, StoreOptions, parse_duration
-from zarrfs.reader import ReadStream
-from zarrfs.redact import RedactingFormatter, daemon_argv, secret_values
+from zarrfs.engine.reader import ReadStream
+from zarrfs.stores.redact import RedactingFormatter, daemon_argv, secret_values
 
 SHAPE = (256, 256)
 BIG = (4096, 4096)  # 64 MiB: room for random reads far apart

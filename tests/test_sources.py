@@ -27,9 +27,9 @@ from kerchunk.hdf import SingleHdf5ToZarr
 import zarrfs
 from mountutil import is_mounted, mounted, run_zarrfs
 from remoteutil import http_server, s3_server
-from zarrfs.engine import Engine
+from zarrfs.engine.engine import Engine
 from zarrfs.errors import StoreError, ZarrfsError
-from zarrfs.metadata.model import ArrayMeta, GroupMeta
+from zarrfs.model.meta import ArrayMeta, GroupMeta
 from zarrfs.options import EngineOptions, StoreOptions
 
 BUCKET = "zarrfs-sources"

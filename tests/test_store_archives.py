@@ -22,8 +22,8 @@ import zarr
 
 from mountutil import run_zarrfs
 from remoteutil import http_server
-from zarrfs.engine import Engine
-from zarrfs.metadata.model import ArrayMeta, GroupMeta
+from zarrfs.engine.engine import Engine
+from zarrfs.model.meta import ArrayMeta, GroupMeta
 
 LEGACY_V1 = Path(__file__).parent / "fixtures" / "legacy"
 V1_STORE = "v1/blosc_f8_nan"

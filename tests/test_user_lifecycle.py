@@ -22,7 +22,7 @@ import tifffile
 import zarr
 
 from mountutil import is_mounted, mounted, pid_alive, run_zarrfs, wait_until
-from zarrfs import mount as mount_module
+from zarrfs.fuse import mount as mount_module
 
 ROOT = os.geteuid() == 0
 

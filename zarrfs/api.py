@@ -77,7 +77,7 @@ def mounted(source: str | Path, mountpoint: str | Path | None = None, **options:
     mount is detached lazily and goes away when they close.
     """
     from .cli import build_parser
-    from .mount import MountError, unmount
+    from .fuse.mount import MountError, unmount
     from .mount_cli import run_mount_command
 
     created = mountpoint is None

@@ -79,7 +79,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _tree(args: argparse.Namespace) -> int:
     from .conventions.resolve import SemanticsIndex
-    from .engine import Engine
+    from .engine.engine import Engine
     from .options import EngineOptions, StoreOptions
     from .treeview import dump_json, tree_json, tree_lines
 
@@ -117,7 +117,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     quiet_library_warnings(args.log_level)
     code = _run(args)
     if getattr(args, "foreground", False):  # the mount daemon, its FUSE loop over
-        from .stopper import end_process
+        from .fuse.stopper import end_process
 
         end_process(code)  # not the interpreter's finalization: see `end_process`
     return code

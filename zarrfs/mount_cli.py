@@ -7,8 +7,20 @@ import logging
 from collections.abc import Callable, Iterable
 
 from .formats import DEFAULT_FORMATS, FORMAT_GROUPS, RAW_SIDECARS
-from .options import EngineOptions, StoreOptions, default_workers, parse_duration, parse_size, parse_storage_options
-from .redact import RedactingFormatter, daemon_argv, quiet_backends, secret_values
+from .options import (
+    EngineOptions,
+    StoreOptions,
+    default_workers,
+    parse_duration,
+    parse_size,
+    parse_storage_options,
+)
+from .stores.redact import (
+    RedactingFormatter,
+    daemon_argv,
+    quiet_backends,
+    secret_values,
+)
 
 log = logging.getLogger(__name__)
 
@@ -87,7 +99,14 @@ def _setup_logging(level: str, log_file: str | None, secrets: Iterable[str]) -> 
 
 
 def run_mount_command(args: argparse.Namespace) -> int:
-    from .mount import MountOptions, check_mountpoint, report_to_fd, serve, spawn_daemon, unmount
+    from .fuse.mount import (
+        MountOptions,
+        check_mountpoint,
+        report_to_fd,
+        serve,
+        spawn_daemon,
+        unmount,
+    )
 
     if args.command in ("unmount", "umount"):
         unmount(args.mountpoint, lazy=args.lazy)

@@ -7,8 +7,8 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from .conventions.semantics import Semantics
-from .hierarchy import Hierarchy
-from .metadata.model import ArrayMeta, GroupMeta
+from .model.hierarchy import Hierarchy
+from .model.meta import ArrayMeta, GroupMeta
 
 # The meaning of an array (`SemanticsIndex.of`); without one, none is shown.
 SemanticsOf = Callable[[ArrayMeta], Semantics]

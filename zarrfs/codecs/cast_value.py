@@ -18,7 +18,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from ..errors import ChunkError, MetadataError, UnsupportedError
-from ..metadata.dtypes import parse_v3_data_type
+from ..model.dtypes import parse_v3_data_type
 from .registry import check_keys, register
 from .spec import ChunkSpec, json_scalar
 

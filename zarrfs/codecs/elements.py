@@ -8,7 +8,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from ..errors import MetadataError
-from ..metadata.dtypes import with_byte_order
+from ..model.dtypes import with_byte_order
 from .registry import check_keys, register
 from .spec import ChunkSpec, view_as_chunk
 

@@ -9,7 +9,7 @@ import numpy as np
 from numcodecs.compat import ensure_ndarray_like
 
 from ..errors import ChunkError, MetadataError
-from ..metadata.dtypes import fill_array
+from ..model.dtypes import fill_array
 
 
 @dataclass(frozen=True, eq=False)

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from ..metadata.model import ArrayMeta
+from ..model.meta import ArrayMeta
 from .crs import epsg_from_code, epsg_from_projjson, epsg_from_url, epsg_from_wkt
 from .semantics import ConventionError, GeoReference
 

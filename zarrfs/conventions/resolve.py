@@ -13,14 +13,14 @@ import threading
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ZarrfsError
-from ..metadata.model import ArrayMeta, GroupMeta
+from ..model.meta import ArrayMeta, GroupMeta
 from .axes import named_axes
 from .geo import ReadArray, georeference, nodata
 from .ome import level_axes, ome_block, omero_channels
 from .semantics import Axis, Channel, ConventionError, Semantics
 
 if TYPE_CHECKING:
-    from ..hierarchy import Hierarchy
+    from ..model.hierarchy import Hierarchy
 
 log = logging.getLogger(__name__)
 

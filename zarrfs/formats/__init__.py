@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..conventions.semantics import Semantics
-from ..metadata.model import ArrayMeta
+from ..model.meta import ArrayMeta
 from .base import Layout
 from .envi import envi_header
 from .metaimage import metaimage_header

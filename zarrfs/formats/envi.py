@@ -17,7 +17,7 @@ import numpy as np
 
 from ..conventions.crs import wkt1
 from ..conventions.semantics import GeoReference, Semantics
-from ..metadata.model import ArrayMeta
+from ..model.meta import ArrayMeta
 from .base import Layout
 from .rawinfo import big_endian, describable, number
 

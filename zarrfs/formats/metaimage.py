@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..conventions.semantics import Semantics
-from ..metadata.model import ArrayMeta
+from ..model.meta import ArrayMeta
 from .base import Layout
 from .rawinfo import big_endian, describable, number, space_calibration
 

@@ -14,7 +14,7 @@ import sys
 import numpy as np
 
 from ..conventions.semantics import Semantics
-from ..metadata.model import ArrayMeta
+from ..model.meta import ArrayMeta
 
 # MetaIO and teem parse sizes as C ints.
 MAX_C_INT = 2**31 - 1

@@ -117,7 +117,11 @@ class IcechunkFileSystem(AsyncFileSystem):
         self._store = session_store
 
     async def _cat_file(self, path: str, start: int | None = None, end: int | None = None, **kwargs: Any) -> bytes:
-        from zarr.abc.store import OffsetByteRequest, RangeByteRequest, SuffixByteRequest
+        from zarr.abc.store import (
+            OffsetByteRequest,
+            RangeByteRequest,
+            SuffixByteRequest,
+        )
         from zarr.core.buffer import default_buffer_prototype
 
         byte_range: Any = None

@@ -23,11 +23,11 @@ from typing import Protocol
 
 import numpy as np
 
+from ..codecs.sharding import EMPTY, ShardingCodec
+from ..errors import ChunkError, ZarrfsError
+from ..model.meta import ArrayMeta
+from ..stores.store import Store
 from .cache import ChunkCache, new_token
-from .errors import ChunkError, ZarrfsError
-from .metadata.model import ArrayMeta
-from .codecs.sharding import EMPTY, ShardingCodec
-from .store import Store
 
 log = logging.getLogger(__name__)
 

@@ -19,15 +19,15 @@ import time
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from .errors import MetadataError, NotFoundError, NotZarrError, ZarrfsError
-from .metadata.draft import parse_seed_array, parse_zp2_array
-from .metadata.limits import bounded_children, max_document_bytes
-from .metadata.model import ArrayMeta, GroupMeta, join_key, parse_json, require_object
-from .metadata.v2 import parse_v1_array, parse_v2_array
-from .metadata.v3 import check_must_understand, parse_v3_array
-from .options import StoreOptions
-from .store import Store
-from .stores.icechunk import IcechunkFileSystem, looks_like_repository
+from ..errors import MetadataError, NotFoundError, NotZarrError, ZarrfsError
+from ..options import StoreOptions
+from ..stores.icechunk import IcechunkFileSystem, looks_like_repository
+from ..stores.store import Store
+from .draft import parse_seed_array, parse_zp2_array
+from .limits import bounded_children, max_document_bytes
+from .meta import ArrayMeta, GroupMeta, join_key, parse_json, require_object
+from .v2 import parse_v1_array, parse_v2_array
+from .v3 import check_must_understand, parse_v3_array
 
 log = logging.getLogger(__name__)
 

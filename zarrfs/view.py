@@ -19,11 +19,11 @@ from dataclasses import dataclass, field
 
 from .conventions.resolve import SemanticsIndex
 from .conventions.semantics import Semantics
-from .engine import Engine
+from .engine.engine import Engine
 from .errors import NotFoundError
 from .formats import FORMATS, json_document
 from .formats.base import Layout
-from .metadata.model import ArrayMeta, GroupMeta
+from .model.meta import ArrayMeta, GroupMeta
 
 log = logging.getLogger(__name__)
 

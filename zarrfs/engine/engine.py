@@ -7,15 +7,15 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import NotFoundError
+from ..model.hierarchy import Hierarchy, open_hierarchy
+from ..model.meta import ArrayMeta
+from ..options import EngineOptions
+from ..stores.store import Store
 from .cache import ChunkCache
 from .chunks import make_source
 from .direct import ChunkFiles
-from .errors import NotFoundError
-from .hierarchy import Hierarchy, open_hierarchy
-from .metadata.model import ArrayMeta
-from .options import EngineOptions
 from .reader import ArrayReader
-from .store import Store
 
 
 def pool_size(options: EngineOptions, store: Store) -> int:

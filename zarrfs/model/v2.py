@@ -10,7 +10,15 @@ from numcodecs.abc import Codec
 from ..codecs import V2ChunkCodec, numcodecs_codec
 from ..errors import MetadataError, UnsupportedError
 from .dtypes import explicit_byte_order, fill_array, parse_typestr
-from .model import ArrayMeta, ChunkKeyFn, check_sizes, join_key, parse_shape, require, require_object
+from .meta import (
+    ArrayMeta,
+    ChunkKeyFn,
+    check_sizes,
+    join_key,
+    parse_shape,
+    require,
+    require_object,
+)
 
 
 def v2_chunk_key(prefix: str, separator: str) -> ChunkKeyFn:

@@ -4,11 +4,16 @@ from __future__ import annotations
 
 from typing import Any
 
-
 from ..codecs import parse_codecs
 from ..errors import MetadataError, UnsupportedError
-from .dtypes import fill_array, opaque_fill, opaque_type_name, parse_v3_data_type, with_byte_order
-from .model import (
+from .dtypes import (
+    fill_array,
+    opaque_fill,
+    opaque_type_name,
+    parse_v3_data_type,
+    with_byte_order,
+)
+from .meta import (
     ArrayMeta,
     ChunkKeyFn,
     check_sizes,

@@ -23,11 +23,11 @@ from typing import Any, TypeVar
 import mfusepy
 import numpy as np
 
-from .errors import ZarrfsError
-from .reader import ArrayReader, ReadStream
-from .formats import json_document
-from .formats.base import Layout
-from .tree import DirEntry, Entry, FileEntry, StatsEntry, VirtualTree
+from ..engine.reader import ArrayReader, ReadStream
+from ..errors import ZarrfsError
+from ..formats import json_document
+from ..formats.base import Layout
+from ..view import DirEntry, Entry, FileEntry, StatsEntry, VirtualTree
 
 log = logging.getLogger(__name__)
 

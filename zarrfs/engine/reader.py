@@ -17,12 +17,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..errors import StoreTimeoutError, ZarrfsError
+from ..model.meta import ArrayMeta
 from ._gather import copy_into
 from .cache import Batch, ChunkCache, new_token
 from .chunks import ChunkSource, band_nbytes
 from .direct import ChunkFiles
-from .errors import StoreTimeoutError, ZarrfsError
-from .metadata.model import ArrayMeta
 
 log = logging.getLogger(__name__)
 

@@ -27,10 +27,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .errors import ZarrfsError
+from ..errors import ZarrfsError
+from ..options import EngineOptions
 from .memory import tune_process
 from .mountpoints import device, fstype, holders
-from .options import EngineOptions
 from .stopper import Stopper
 
 log = logging.getLogger(__name__)
@@ -236,9 +236,9 @@ def serve(options: MountOptions, report: Callable[[str], None] | None = None) ->
         claim_mountpoint(options.mountpoint)
         check_mountpoint(options.mountpoint)  # again: another mount may have won before the claim
         mfusepy = load_fuse_binding()
-        from .engine import Engine
-        from .fuseops import ReplyBufferFUSE, ZarrOperations
-        from .tree import VirtualTree, source_name
+        from ..engine.engine import Engine
+        from ..view import VirtualTree, source_name
+        from .ops import ReplyBufferFUSE, ZarrOperations
 
         engine = Engine.open(options.source, options.storage_options, options.engine)
         engine.hierarchy.root()  # fails here, before mounting, if SOURCE is not Zarr

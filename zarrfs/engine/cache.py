@@ -25,7 +25,7 @@ from concurrent.futures import Future, InvalidStateError
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from .errors import ZarrfsError
+from ..errors import ZarrfsError
 from .pool import DEMAND, PREFETCH, PriorityPool, Task
 
 log = logging.getLogger(__name__)

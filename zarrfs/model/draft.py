@@ -16,8 +16,21 @@ from ..codecs import V2ChunkCodec, V3ChunkCodec, numcodecs_codec
 from ..codecs.elements import BytesCodec
 from ..codecs.sharding import ShardingCodec
 from ..errors import MetadataError, UnsupportedError
-from .dtypes import explicit_byte_order, fill_array, parse_typestr, parse_v3_data_type, with_byte_order
-from .model import ArrayMeta, ChunkKeyFn, check_sizes, parse_shape, require, require_object
+from .dtypes import (
+    explicit_byte_order,
+    fill_array,
+    parse_typestr,
+    parse_v3_data_type,
+    with_byte_order,
+)
+from .meta import (
+    ArrayMeta,
+    ChunkKeyFn,
+    check_sizes,
+    parse_shape,
+    require,
+    require_object,
+)
 
 # The seed spells it both ways: storage_transformers (examples) and storage-transformers (URI line).
 SHARDING_URI_SUFFIXES = ("storage_transformers/sharding/1.0", "storage-transformers/sharding/1.0")

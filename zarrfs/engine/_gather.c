@@ -191,7 +191,7 @@ static PyMethodDef gather_methods[] = {
 };
 
 static struct PyModuleDef gather_module = {
-    PyModuleDef_HEAD_INIT, "zarrfs._gather",
+    PyModuleDef_HEAD_INIT, "zarrfs.engine._gather",
     "Strided copies into FUSE replies that keep the GIL while they cannot sleep.", -1, gather_methods,
 };
 

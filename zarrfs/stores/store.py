@@ -24,10 +24,10 @@ from fsspec.asyn import AsyncFileSystem, sync
 from fsspec.core import url_to_fs
 from fsspec.implementations.local import LocalFileSystem
 
-from .errors import NotZarrError, StoreError
-from .options import MAX_BACKOFF, StoreOptions
-from .stores.icechunk import IcechunkFileSystem, local_repository, open_session_store
-from .stores.references import PROTOCOL, is_reference_source, reference_options
+from ..errors import NotZarrError, StoreError
+from ..options import MAX_BACKOFF, StoreOptions
+from .icechunk import IcechunkFileSystem, local_repository, open_session_store
+from .references import PROTOCOL, is_reference_source, reference_options
 
 log = logging.getLogger(__name__)
 
