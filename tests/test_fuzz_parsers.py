@@ -12,8 +12,6 @@ from __future__ import annotations
 import copy
 import os
 import struct
-import sys
-from pathlib import Path
 from typing import Any
 
 import crc32c
@@ -31,8 +29,7 @@ from zarrfs.model.meta import ArrayMeta, parse_json
 from zarrfs.model.v2 import parse_v1_array, parse_v2_array
 from zarrfs.model.v3 import parse_v3_array
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
-from make_broken_corpus import V2_CODECS, V3_CODECS, _seed_doc, _v2_doc, _v3_doc, _zp2_doc  # noqa: E402
+from make_broken_corpus import V2_CODECS, V3_CODECS, _seed_doc, _v2_doc, _v3_doc, _zp2_doc
 
 # A long run: ZARRFS_FUZZ_EXAMPLES=20000 python -m pytest tests/test_fuzz_parsers.py --hypothesis-show-statistics
 FUZZ = settings(max_examples=int(os.environ.get("ZARRFS_FUZZ_EXAMPLES", "400")), deadline=None,

@@ -1,4 +1,4 @@
-"""The broken-store corpus (scripts/make_broken_corpus.py), case by case, in the engine and through a mount.
+"""The broken-store corpus (tests/make_broken_corpus.py), case by case, in the engine and through a mount.
 
 For every case: the exact error type and errno, a message naming store, node
 (and chunk key), the healthy sibling still readable; through a mount, the
@@ -15,7 +15,6 @@ import hashlib
 import os
 import re
 import shutil
-import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,8 +27,7 @@ from zarrfs.codecs import UnknownCodecError
 from zarrfs.engine.engine import Engine
 from zarrfs.errors import ChunkError, MetadataError, UnsupportedError, ZarrfsError
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
-import make_broken_corpus as corpus_builder  # noqa: E402
+import make_broken_corpus as corpus_builder
 
 ERRORS: dict[str, type[ZarrfsError]] = {"MetadataError": MetadataError, "UnsupportedError": UnsupportedError,
                                         "UnknownCodecError": UnknownCodecError, "ChunkError": ChunkError}

@@ -1,4 +1,4 @@
-"""The short soak (scripts/soak.py): 16 readers on two real mounts for half a minute, every byte checked.
+"""The short soak (bench/soak.py): 16 readers on two real mounts for half a minute, every byte checked.
 
 Asserted: no error and no wrong byte; the caches turned over; no more
 descriptors or threads when idle after the run than when idle after the
@@ -14,7 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-SOAK = Path(__file__).resolve().parents[1] / "scripts" / "soak.py"
+SOAK = Path(__file__).resolve().parents[1] / "bench" / "soak.py"
 
 
 def test_short_soak(tmp_path: Path) -> None:

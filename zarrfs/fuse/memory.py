@@ -4,7 +4,7 @@ Decoded chunks are megabytes each and turn over as the LRU evicts them. If
 each one is mapped on its own (glibc's default above 128 KiB), every page of
 every chunk is faulted in and zeroed afresh: on a cold 1 GiB read through the
 mount that was a fifth of the daemon's CPU time, and the read ran 15-20%
-slower than with buffers reused from the heap (scripts/bench_mount.py).
+slower than with buffers reused from the heap (bench/bench_mount.py).
 So blocks up to 32 MiB come from the heap and are reused. The heap must not
 keep what it frees, either: with glibc's defaults (one arena per thread, a
 dynamic threshold) a pass over a 1 GiB array left 145 MiB over a 512 MiB

@@ -178,7 +178,7 @@ MAX_BACKGROUND = 24
 # at once (20 exhaust the readahead slots: reads of other files wait, lookups
 # and listings do not).
 # The price: a request in flight holds libfuse's 1 MiB reply buffer. A
-# 16-reader soak (scripts/soak.py, 32 MiB budget) peaked at budget + 102-115
+# 16-reader soak (bench/soak.py, 32 MiB budget) peaked at budget + 102-115
 # MiB with 32 threads against + 71-78 MiB with 8, at the same throughput.
 MAX_THREADS = MAX_BACKGROUND + 8
 MAX_IDLE_THREADS = 8  # threads beyond these exit when idle
@@ -189,7 +189,7 @@ def raise_readahead(mountpoint: str, kilobytes: int) -> None:
 
     The kernel sizes FUSE readahead from the mount's bdi `read_ahead_kb`
     (default 128); 1 MiB is libfuse 3's largest request. Measured with
-    scripts/fuse_probe.py: 1024 gives 8x fewer requests and less daemon CPU
+    bench/fuse_probe.py: 1024 gives 8x fewer requests and less daemon CPU
     per GiB than 128. 4096 keeps up to four 1 MiB requests in flight, so both
     FUSE threads of a 2-vCPU machine have one: cold `dd` of a local store
     5-10% faster than with 1024 (blosc-lz4, uncompressed; zstd unchanged);

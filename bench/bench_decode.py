@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Decode-only bound: how fast numcodecs alone decodes a benchmark store's chunks on this machine.
 
-    python scripts/bench_decode.py [--stores zstd-3,blosc-lz4] [--repeat 3]
+    python bench/bench_decode.py [--stores zstd-3,blosc-lz4] [--repeat 3]
 
 Reads every chunk file of the (unsharded) store into memory first, then decodes
 them all with 1 and with 2 threads (best of --repeat). No FUSE, no cache, no

@@ -1,7 +1,7 @@
 """The benchmark stores: one 1 GiB float32 array (16384 x 16384, 1024 x 1024 chunks)
 written by zarr-python 3 four ways. Shared by the engine, mount and remote benchmarks.
 
-    python scripts/bench_data.py [--root DIR]     # writes what is missing, prints the paths
+    python bench/bench_data.py [--root DIR]     # writes what is missing, prints the paths
 """
 
 from __future__ import annotations

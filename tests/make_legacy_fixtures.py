@@ -23,7 +23,7 @@ back (the oracle); for hand-made stores they are the values that were written.
 
 How to run (from the repository root)::
 
-    /work/venv/bin/python scripts/make_legacy_fixtures.py
+    /work/venv/bin/python tests/make_legacy_fixtures.py
 
 The zp2 part needs a second interpreter with ``zarr==2.18.*`` (+ numcodecs<0.16
 and pytest, which zarr 2.18 imports when it decodes sharded metadata).  By

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Build a corpus of broken Zarr stores, and a manifest of what zarrfs must answer for each.
 
-    python scripts/make_broken_corpus.py OUT_DIR      # writes OUT_DIR/*.zarr and OUT_DIR/manifest.json
+    python tests/make_broken_corpus.py OUT_DIR      # writes OUT_DIR/*.zarr and OUT_DIR/manifest.json
 
 Every broken node lives beside a healthy array `good` in a hierarchy of its
 dialect (v2.zarr, v3.zarr, zp2.zarr, seed.zarr), so one mount serves many

@@ -5,7 +5,7 @@ Each measurement runs in its own fresh process (so peak RSS is its own), the
 store files are page-cached first for every peer alike, runs are interleaved,
 and the table shows medians and ratios.
 
-    python scripts/bench_engine.py [--repeat 3] [--cache-size 512M] [--stores blosc-lz4,zstd-3]
+    python bench/bench_engine.py [--repeat 3] [--cache-size 512M] [--stores blosc-lz4,zstd-3]
 """
 
 from __future__ import annotations

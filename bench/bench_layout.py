@@ -5,7 +5,7 @@ numbers are the layout's own cost per 1 MiB read (plus one memcpy), for the
 plain C-order layout every read goes through and, when the layout module
 offers it, the plane-permuted one (.tif pages in ImageJ's order).
 
-Usage: .venv/bin/python scripts/bench_layout.py
+Usage: .venv/bin/python bench/bench_layout.py
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Python FUSE ceiling: one read-only in-memory file, served with zarrfs's FUSE settings.
 
-    python scripts/memfs_ceiling.py MOUNTPOINT [--size 1G] [--foreground] [--nothreads]
+    python bench/memfs_ceiling.py MOUNTPOINT [--size 1G] [--foreground] [--nothreads]
 
 Mounts a directory holding a single file, ``file``, of ``--size`` bytes whose
 content is ``np.arange(n, dtype="<u8")`` (little-endian uint64 counter,
@@ -34,7 +34,7 @@ import numpy as np
 
 FILE = "/file"
 
-# FUSE settings shared with zarrfs (measured in scripts/fuse_probe.py):
+# FUSE settings shared with zarrfs (measured in bench/fuse_probe.py):
 #   ro + read-only open flags: nothing is writable.
 #   auto_unmount: fusermount3 removes the mount when the daemon dies, even by SIGKILL.
 #   default_permissions: the kernel checks modes itself (no access() round trips).

@@ -16,7 +16,7 @@ Every timed run starts on recently used memory (bench_data.recent_memory), so a
 peer that allocates its 1 GiB result is not handicapped by this VM's slow
 first touch of fresh memory.
 
-    python scripts/bench_remote.py [--repeat 3] [--stores blosc-lz4,sharded-zstd] [--latency-ms 20]
+    python bench/bench_remote.py [--repeat 3] [--stores blosc-lz4,sharded-zstd] [--latency-ms 20]
 """
 
 from __future__ import annotations

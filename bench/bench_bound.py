@@ -28,8 +28,8 @@ as TensorStore's C++ and then pays the transport on top.
 
 Medians of --repeat, interleaved:
 
-    python scripts/bench_bound.py [--repeat 3] [--stores blosc-lz4,zstd-3,uncompressed,sharded-zstd]
-    python scripts/bench_bound.py --remote [--stores blosc-lz4,sharded-zstd]
+    python bench/bench_bound.py [--repeat 3] [--stores blosc-lz4,zstd-3,uncompressed,sharded-zstd]
+    python bench/bench_bound.py --remote [--stores blosc-lz4,sharded-zstd]
 """
 
 from __future__ import annotations
@@ -45,6 +45,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import numcodecs
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -63,7 +64,6 @@ ChunkWork = Callable[[Path, np.ndarray], None]
 
 def _chunk_work(store: Path) -> tuple[ChunkWork, list[Path]]:
     """A function doing one stored file's minimum work into a reused buffer, and the files."""
-    import numcodecs
 
     meta = json.loads((store / "zarr.json").read_text())
     outer = meta["codecs"][-1]
@@ -93,7 +93,7 @@ def _chunk_work(store: Path) -> tuple[ChunkWork, list[Path]]:
     return decode_chunk, files
 
 
-def _fastest_decode(codec: "numcodecs.abc.Codec") -> ChunkWork:
+def _fastest_decode(codec: numcodecs.abc.Codec) -> ChunkWork:
     """codec.decode into `out` where that is zero-copy (blosc); numcodecs' Zstd decodes and then
     copies into `out` (1.47 against 1.23 s per GiB on one thread, measured), so it allocates."""
     if codec.codec_id == "blosc":

@@ -16,8 +16,8 @@ Two parts:
 
 Example::
 
-    python scripts/fuse_probe.py bench --size 1G --repeat 5 --out /tmp/probe.json
-    python scripts/fuse_probe.py bench --npread 0 --read-mode ctypes slice fresh \
+    python bench/fuse_probe.py bench --size 1G --repeat 5 --out /tmp/probe.json
+    python bench/fuse_probe.py bench --npread 0 --read-mode ctypes slice fresh \
         --variants "st keep_cache ra1024" "mt direct_io"
 """
 

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Soak test: many concurrent readers on a real zarrfs mount, every byte checked against an oracle.
 
-    python scripts/soak.py --minutes 0.5 --json soak.json     # CI: about a minute in all
-    python scripts/soak.py --minutes 60                       # on demand
+    python bench/soak.py --minutes 0.5 --json soak.json     # CI: about a minute in all
+    python bench/soak.py --minutes 60                       # on demand
 
 Writes a v3 and a v2 store with zarr-python (about 40 MiB of arrays: zstd,
 sharded gzip, big-endian blosc, missing chunks, uncompressed v2 (read straight

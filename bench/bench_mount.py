@@ -2,7 +2,7 @@
 
 In one run, interleaved, medians of --repeat runs:
   (a) `dd bs=1M` of the mounted `.raw` with a cold daemon (fresh mount), against
-      zarr-python 3 `z[:]` (fresh process) and against scripts/memfs_ceiling.py
+      zarr-python 3 `z[:]` (fresh process) and against bench/memfs_ceiling.py
       (1 GiB served from memory by mfusepy with zarrfs's FUSE settings). Every
       timed run, peer or mount, starts right after a helper process touched and
       freed 2.5 GiB (bench_data.recent_memory): on this VM a fresh process's
@@ -19,7 +19,7 @@ In one run, interleaved, medians of --repeat runs:
   and the CPU seconds each cold read cost (the FUSE daemon's plus dd's): on 2
   vCPUs a read cannot take less than half of that.
 
-    python scripts/bench_mount.py [--repeat 3] [--stores blosc-lz4,zstd-3,uncompressed,sharded-zstd]
+    python bench/bench_mount.py [--repeat 3] [--stores blosc-lz4,zstd-3,uncompressed,sharded-zstd]
 """
 
 from __future__ import annotations

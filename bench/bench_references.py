@@ -13,7 +13,7 @@ server with LATENCY seconds before each answer. Then, in turns:
 Both read the same bytes from the same server; the table gives requests,
 bytes sent and seconds (medians of --repeat).
 
-python scripts/bench_references.py [--repeat 3] [--latency 0.02] [--mib 256]
+python bench/bench_references.py [--repeat 3] [--latency 0.02] [--mib 256]
 """
 
 from __future__ import annotations

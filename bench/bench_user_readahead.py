@@ -8,7 +8,7 @@ cold chunk cache, each time; the store files re-read first so both find them in
 the page cache), reads the `.raw` with `dd bs=1M`, and prints medians and the
 ratio user / root.
 
-Run as root: python scripts/bench_user_readahead.py --user zarrfs-ci --python /path/venv/bin/python
+Run as root: python bench/bench_user_readahead.py --user zarrfs-ci --python /path/venv/bin/python
 (PYTHON must be runnable by USER, e.g. a venv made from /usr/bin/python3 with zarrfs installed.)
 """
 
