@@ -21,6 +21,12 @@ class NotFoundError(ZarrfsError):
     errno = _errno.ENOENT
 
 
+class IsDirectoryError(ZarrfsError):
+    """A file operation on a directory."""
+
+    errno = _errno.EISDIR
+
+
 class NotZarrError(ZarrfsError):
     """The source exists but holds no Zarr hierarchy at that path."""
 

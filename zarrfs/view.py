@@ -17,10 +17,13 @@ import re
 import threading
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from .conventions.resolve import SemanticsIndex
 from .conventions.semantics import Semantics
 from .engine.engine import Engine
-from .errors import NotFoundError
+from .engine.reader import ArrayReader, ReadStream
+from .errors import IsDirectoryError, NotFoundError
 from .formats import FORMATS, json_document
 from .formats.base import Layout
 from .model.meta import ArrayMeta, GroupMeta
@@ -50,6 +53,37 @@ class StatsEntry:
 
 
 Entry = DirEntry | FileEntry | StatsEntry
+
+
+@dataclass
+class Handle:
+    """An open file, what the FUSE front reads through: its size, and `read_into`.
+
+    `fresh` files (the counters file) are made at open: the kernel must not
+    cache their pages across opens, and their size is known only now.
+    """
+
+    layout: Layout
+    reader: ArrayReader | None  # None for files made of metadata alone
+    fresh: bool = False
+    stream: ReadStream = field(default_factory=ReadStream)  # where this open file reads, for readahead
+
+    @property
+    def size(self) -> int:
+        return self.layout.size
+
+    def read_into(self, offset: int, out: np.ndarray) -> int:
+        """Write up to `len(out)` bytes of the file at `offset` into `out`; return how many."""
+        reader = self.reader
+        if reader is None:
+            return self.layout.read_into(offset, out, _no_region)
+        stream = self.stream
+        return self.layout.read_into(offset, out,
+                                     lambda start, stop, target: reader.read_into(start, stop, target, stream))
+
+
+def _no_region(start: int, stop: int, target: np.ndarray) -> None:
+    raise AssertionError("metadata-only files have no element region")
 
 
 def source_name(source: str) -> str:
@@ -85,6 +119,16 @@ class VirtualTree:
         if entry is None:
             raise NotFoundError(f"/{path}: no such file")
         return entry
+
+    def open(self, path: str) -> Handle:
+        """The file at `path`, opened for reading."""
+        entry = self.lookup(path)
+        if isinstance(entry, StatsEntry):
+            return Handle(Layout(json_document(self.engine.stats()), 0), None, fresh=True)
+        if not isinstance(entry, FileEntry):
+            raise IsDirectoryError(f"/{path.strip('/')} is a directory")
+        reader = self.engine.reader(entry.array_path) if entry.array_path is not None else None
+        return Handle(entry.layout, reader)
 
     def listdir(self, directory: DirEntry) -> dict[str, Entry]:
         generation = self.engine.hierarchy.generation

@@ -1,4 +1,4 @@
-"""FUSE operations: translate kernel calls into tree lookups and region reads.
+"""FUSE operations: translate kernel calls into the view's lookups, listings and open handles.
 
 Nothing here knows about Zarr. Every failure leaves as an errno: a
 `ZarrfsError` with its own, anything unexpected as EIO with a traceback in the
@@ -17,17 +17,13 @@ import stat
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import mfusepy
 import numpy as np
 
-from ..engine.reader import ArrayReader, ReadStream
 from ..errors import ZarrfsError
-from ..formats import json_document
-from ..formats.base import Layout
-from ..view import DirEntry, Entry, FileEntry, StatsEntry, VirtualTree
+from ..view import DirEntry, Entry, Handle, StatsEntry, VirtualTree
 
 log = logging.getLogger(__name__)
 
@@ -66,13 +62,6 @@ def _read_only(*_: Any) -> None:
     raise mfusepy.FuseOSError(errno.EROFS)
 
 
-@dataclass
-class OpenFile:
-    entry: FileEntry
-    reader: ArrayReader | None
-    stream: ReadStream = field(default_factory=ReadStream)
-
-
 class ZarrOperations(mfusepy.Operations):
     use_ns = True
 
@@ -82,7 +71,7 @@ class ZarrOperations(mfusepy.Operations):
         self.attr_timeout = attr_timeout
         self.on_ready = on_ready
         self.max_background = max_background  # kernel readahead requests in flight (None: its default, 12)
-        self._handles: dict[int, OpenFile] = {}
+        self._handles: dict[int, Handle] = {}
         self._next_handle = itertools.count(1)
         self._lock = threading.Lock()
         self._uid, self._gid = os.getuid(), os.getgid()
@@ -166,17 +155,13 @@ class ZarrOperations(mfusepy.Operations):
     def open(self, path: str, fi: Any) -> int:
         if fi.flags & os.O_ACCMODE != os.O_RDONLY or fi.flags & (os.O_TRUNC | os.O_CREAT):
             raise mfusepy.FuseOSError(errno.EROFS)
-        entry = self.tree.lookup(path)
-        if isinstance(entry, StatsEntry):
-            entry = FileEntry(Layout(json_document(self.tree.engine.stats()), 0))
-            fi.direct_io = 1  # a fresh snapshot per open, past the zero st_size
-        if not isinstance(entry, FileEntry):
-            raise mfusepy.FuseOSError(errno.EISDIR)
-        reader = self.tree.engine.reader(entry.array_path) if entry.array_path is not None else None
+        opened = self.tree.open(path)
         with self._lock:
             handle = next(self._next_handle)
-            self._handles[handle] = OpenFile(entry, reader)
+            self._handles[handle] = opened
         fi.fh = handle
+        if opened.fresh:
+            fi.direct_io = 1  # a fresh snapshot per open, past the zero st_size
         fi.keep_cache = 0 if fi.direct_io else 1  # immutable: pages cached by an earlier open stay valid
         return 0
 
@@ -189,15 +174,10 @@ class ZarrOperations(mfusepy.Operations):
     @_errno_boundary
     def read_into(self, path: str, out: np.ndarray, offset: int, fi: Any) -> int:
         """Write up to `len(out)` bytes of the file at `offset` into `out`; return how many."""
-        open_file = self._handles.get(fi.fh)
-        if open_file is None:
+        opened = self._handles.get(fi.fh)
+        if opened is None:
             raise mfusepy.FuseOSError(errno.EBADF)
-        reader = open_file.reader
-        if reader is None:
-            return open_file.entry.layout.read_into(offset, out, _no_region)
-        stream = open_file.stream
-        return open_file.entry.layout.read_into(
-            offset, out, lambda start, stop, target: reader.read_into(start, stop, target, stream))
+        return opened.read_into(offset, out)
 
     @_errno_boundary
     def release(self, path: str, fi: Any) -> int:
@@ -208,10 +188,6 @@ class ZarrOperations(mfusepy.Operations):
     # Every call that would change something is refused.
     write = truncate = create = mkdir = rmdir = unlink = rename = _read_only
     chmod = chown = setxattr = removexattr = symlink = link = utimens = mknod = _read_only
-
-
-def _no_region(start: int, stop: int, target: np.ndarray) -> None:
-    raise AssertionError("metadata-only files have no element region")
 
 
 class ReplyBufferFUSE(mfusepy.FUSE):
