@@ -35,7 +35,7 @@ git ls-files -z | xargs -0 cp --parents -t "$work/src"
 pip_quiet() { "$work/venv/bin/python" -m pip install -q "$@" 2>&1 | grep -v "^WARNING: Location" || true; }
 pip_quiet --upgrade pip
 pip_quiet "$work/src"
-"$work/venv/bin/python" -P -c 'import zarrfs._gather' # the installed package has its extension
+"$work/venv/bin/python" -P -c 'import zarrfs.engine._gather' # the installed package has its extension
 pip_quiet pytest "zarr>=3.1,<3.2"
 chmod -R a+rX "$work"
 chmod 755 "$work"
