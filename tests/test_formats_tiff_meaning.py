@@ -8,7 +8,6 @@ tifffile, stock ImageJ and GDAL.
 from __future__ import annotations
 
 import math
-import os
 from pathlib import Path
 
 import numpy as np
@@ -18,6 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from clients import gdal_available, gdal_read, gdalinfo_json, imagej_available, imagej_describe
+from test_formats_tiff import write_sparse
 from zarrfs.conventions.semantics import Axis, Channel, GeoReference, Semantics
 from zarrfs.formats.base import Layout, PlanePermutedLayout
 from zarrfs.formats.tiff import bigtiff_layout, tiff_layout
@@ -301,16 +301,6 @@ def big_semantics() -> Semantics:
     return Semantics(axes=axes, channels=channels, geo=geo)
 
 
-def sparse_file(path: Path, layout: Layout) -> None:
-    with open(path, "wb") as f:
-        f.truncate(layout.size)
-        f.write(layout.header)
-        f.seek(layout.size - len(layout.trailer))
-        f.write(layout.trailer)
-    if os.stat(path).st_blocks * 512 > 64 * 2**20:
-        pytest.skip("temporary directory does not keep files sparse")
-
-
 def mark_array_plane(path: Path, layout: Layout, array_plane: int) -> np.ndarray:
     """Write a row where the layout serves array plane `array_plane`; return the row."""
     assert isinstance(layout, PlanePermutedLayout)
@@ -327,7 +317,7 @@ def test_big_imagej_form_has_calibration_and_imagej_order(tmp_path: Path) -> Non
     assert isinstance(layout, PlanePermutedLayout) and layout.trailer == b""
     assert layout.size > 4 * GiB and len(layout.header) < 8192  # with 3 LUTs (768 bytes each) and 300 labels
     path = tmp_path / "big.tif"
-    sparse_file(path, layout)
+    write_sparse(path, layout)
     # Array plane (t=1, c=2, z=7) must appear at ImageJ's (t=1, z=7, c=2).
     marker = mark_array_plane(path, layout, np.ravel_multi_index((1, 2, 7), BIG[:3]))
     with tifffile.TiffFile(path) as tif:
@@ -347,7 +337,7 @@ def test_big_bigtiff_form_has_calibration_and_geotiff_on_every_page(tmp_path: Pa
     layout = bigtiff_layout(BIG, np.dtype("<u2"), None, big_semantics())  # 9.4 GiB
     assert isinstance(layout, PlanePermutedLayout)
     path = tmp_path / "big.btf"
-    sparse_file(path, layout)
+    write_sparse(path, layout)
     with tifffile.TiffFile(path) as tif:
         assert tif.is_bigtiff and len(tif.pages) == 300
         assert tif.imagej_metadata["spacing"] == 1.5
@@ -534,7 +524,7 @@ def test_gdal_reads_georeference_of_big_forms(tmp_path: Path, needs_gdal: None) 
                          ("big.tif", tiff_layout(BIG, np.dtype("u1"), None, semantics))):
         assert layout is not None
         path = tmp_path / name
-        sparse_file(path, layout)
+        write_sparse(path, layout)
         for source in (str(path), f"GTIFF_DIR:300:{path}") if name == "big.btf" else (str(path),):
             info = gdalinfo_json(source)  # structure only: the sparse region is never read
             assert info["geoTransform"] == list(semantics.geo.geotransform)

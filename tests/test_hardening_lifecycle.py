@@ -269,22 +269,6 @@ def test_sigterm_with_reads_stuck_on_a_slow_store(stalling_server: str, tmp_path
 # ----------------------------------------------------------- mount points
 
 
-def test_mount_on_a_stale_mount_point_recovers(big: tuple[Path, np.ndarray], tmp_path: Path) -> None:
-    store, data = big
-    mountpoint = tmp_path / "mnt"
-    with mounted(store, mountpoint, tmp_path / "log1") as first:
-        assert first.pid is not None
-        os.kill(first.pid, signal.SIGKILL)
-        assert wait_until(lambda: not pid_alive(first.pid), 5)
-        with pytest.raises(OSError):
-            os.listdir(mountpoint)
-        started = time.monotonic()
-        with mounted(store, mountpoint, tmp_path / "log2") as second:  # no `zarrfs unmount` first
-            print(f"zarrfs mount over a stale mount point: usable after {time.monotonic() - started:.2f} s")
-            assert (second / "img.raw").read_bytes()[:SIDE] == data[0].tobytes()
-            assert sum(1 for p in mount_points() if p == str(mountpoint)) == 1
-
-
 def test_stale_mount_of_another_file_system_is_left_alone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     def not_connected(path: str) -> None:
         raise OSError(errno.ENOTCONN, os.strerror(errno.ENOTCONN), path)

@@ -168,8 +168,8 @@ GDAL_CASES = {
 }
 
 
-@pytest.mark.parametrize("case", GDAL_CASES)
-def test_gdal_reads_raw_like_its_own_zarr_driver(case: str, tmp_path: Path) -> None:
+def write_gdal_store(case: str, tmp_path: Path) -> tuple[Path, np.ndarray]:
+    """A georeferenced int16 raster written by GDAL's own Zarr driver (GTiff -> Zarr); the array is `geo`."""
     srs, (ulx, uly, lrx, lry), nodata = GDAL_CASES[case]
     data = (np.arange(12 * 20, dtype="<i2").reshape(12, 20) * 3 - 100)
     raw = tmp_path / "src.bin"
@@ -180,15 +180,25 @@ def test_gdal_reads_raw_like_its_own_zarr_driver(case: str, tmp_path: Path) -> N
     _gdal("gdal_translate", "-q", "-a_srs", srs, "-a_ullr", str(ulx), str(uly), str(lrx), str(lry),
           *(["-a_nodata", nodata] if nodata else []), str(raw), str(tif))
     _gdal("gdal_translate", "-q", "-of", "Zarr", str(tif), str(store))
+    return store, data
+
+
+@pytest.mark.parametrize(("name", "driver"), [("geo.raw", "ENVI"), ("geo.tif", "GTiff")])
+@pytest.mark.parametrize("case", GDAL_CASES)
+def test_gdal_reads_the_mount_like_its_own_zarr_driver(case: str, name: str, driver: str, tmp_path: Path) -> None:
+    """`N.raw` through its ENVI header and `N.tif` through its GeoTIFF tags: the georeference GDAL's Zarr driver
+    reads from the store itself."""
+    srs, _, nodata = GDAL_CASES[case]
+    store, data = write_gdal_store(case, tmp_path)
     reference = gdalinfo_json(str(store))  # GDAL's Zarr driver opens the store's one 2-D array
     with mounted(store, tmp_path / "mnt", tmp_path / "log") as mount:
-        served = gdalinfo_json(str(mount / "geo.raw"))
-        assert served["driverShortName"] == "ENVI"
+        served = gdalinfo_json(str(mount / name))
+        assert served["driverShortName"] == driver
         assert served["geoTransform"] == pytest.approx(reference["geoTransform"], abs=1e-9)
-        assert _epsg(str(mount / "geo.raw")) == _epsg(str(store)) == srs
+        assert _epsg(str(mount / name)) == _epsg(str(store)) == srs
         assert served["bands"][0].get("noDataValue") == reference["bands"][0].get("noDataValue")
         assert (served["bands"][0].get("noDataValue") is not None) == (nodata is not None)
-        np.testing.assert_array_equal(gdal_read(str(mount / "geo.raw")), data)
+        np.testing.assert_array_equal(gdal_read(str(mount / name)), data)
         tree = run_zarrfs("tree", store).stdout
         assert f"geo {srs}" in tree
         assert "geotransform=(" + ", ".join(f"{v:.12g}" for v in reference["geoTransform"]) + ")" in tree

@@ -3,9 +3,9 @@
 * ome-zarr-py (0.4 and 0.5) writes a t,c,z,y,x image with scale, units and
   `omero` channels; stock ImageJ opens the mounted `.tif` as a calibrated
   c/z/t composite hyperstack whose pixels are the array's.
-* GDAL writes a georeferenced store with its own Zarr driver; `gdalinfo` on
-  the mounted `.tif` reports the geotransform, EPSG code and nodata that
-  GDAL's Zarr driver reports on the store itself.
+
+(GDAL reading the mounted `.tif` of a GDAL-written store is in
+test_meaning_clients.py, beside the same check of `.raw` through its ENVI header.)
 """
 
 from __future__ import annotations
@@ -20,9 +20,8 @@ import zarr
 from ome_zarr.format import FormatV04, FormatV05
 from ome_zarr.writer import write_image
 
-from clients import gdal_read, gdalinfo_json, imagej_available, imagej_describe
+from clients import imagej_available, imagej_describe
 from mountutil import mounted
-from test_meaning_clients import GDAL_CASES, _epsg, _gdal
 
 FORMATS = {"0.4": (FormatV04, 2), "0.5": (FormatV05, 3)}
 T, C, Z, Y, X = 2, 3, 4, 10, 12
@@ -67,25 +66,3 @@ def test_imagej_opens_an_ome_zarr_image_as_a_calibrated_hyperstack(version: str,
     assert seen["composite"]
     assert [d["label"] for d in seen["channelDisplay"]] == ["DAPI", "GFP", "mCherry"]
     assert [tuple(d["range"]) for d in seen["channelDisplay"]] == [(0, 1000), (10, 2000), (20, 3000)]
-
-
-@pytest.mark.parametrize("case", ["utm-nodata", "lonlat"])
-def test_gdal_reads_the_mounted_tif_like_its_own_zarr_driver(case: str, tmp_path: Path) -> None:
-    srs, (ulx, uly, lrx, lry), nodata = GDAL_CASES[case]
-    data = (np.arange(12 * 20, dtype="<i2").reshape(12, 20) * 3 - 100)
-    raw = tmp_path / "src.bin"
-    data.tofile(raw)
-    raw.with_suffix(".hdr").write_text("ENVI\nsamples = 20\nlines = 12\nbands = 1\nheader offset = 0\n"
-                                       "file type = ENVI Standard\ndata type = 2\ninterleave = bsq\nbyte order = 0\n")
-    tif, store = tmp_path / "src.tif", tmp_path / "geo.zarr"
-    _gdal("gdal_translate", "-q", "-a_srs", srs, "-a_ullr", str(ulx), str(uly), str(lrx), str(lry),
-          *(["-a_nodata", nodata] if nodata else []), str(raw), str(tif))
-    _gdal("gdal_translate", "-q", "-of", "Zarr", str(tif), str(store))
-    reference = gdalinfo_json(str(store))
-    with mounted(store, tmp_path / "mnt", tmp_path / "log") as mount:
-        served = gdalinfo_json(str(mount / "geo.tif"))
-        assert served["driverShortName"] == "GTiff"
-        assert served["geoTransform"] == pytest.approx(reference["geoTransform"], abs=1e-9)
-        assert _epsg(str(mount / "geo.tif")) == _epsg(str(store)) == srs
-        assert served["bands"][0].get("noDataValue") == reference["bands"][0].get("noDataValue")
-        np.testing.assert_array_equal(gdal_read(str(mount / "geo.tif")), data)

@@ -25,32 +25,14 @@ from kerchunk.df import refs_to_dataframe
 from kerchunk.hdf import SingleHdf5ToZarr
 
 import zarrfs
+from engineutil import read_all, read_array
 from mountutil import is_mounted, mounted, run_zarrfs
 from remoteutil import http_server, s3_server
 from zarrfs.engine.engine import Engine
 from zarrfs.errors import StoreError, ZarrfsError
-from zarrfs.model.meta import ArrayMeta, GroupMeta
 from zarrfs.options import EngineOptions, StoreOptions
 
 BUCKET = "zarrfs-sources"
-
-
-def read_all(engine: Engine) -> dict[str, np.ndarray]:
-    """Every array reachable from the root, read whole through the engine."""
-    found: dict[str, np.ndarray] = {}
-
-    def walk(path: str) -> None:
-        node = engine.hierarchy.node(path)
-        if isinstance(node, ArrayMeta):
-            found[path] = np.frombuffer(engine.reader(path).read(0, node.nbytes), node.dtype).reshape(node.shape)
-            return
-        assert isinstance(node, GroupMeta)
-        for child in engine.hierarchy.children(path):
-            assert child.error is None, child.error
-            walk(f"{path}/{child.name}" if path else child.name)
-
-    walk("")
-    return found
 
 
 # ------------------------------------------------------------- kerchunk references
@@ -212,13 +194,7 @@ def test_broken_references(hdf5_refs: ReferenceSet, tmp_path: Path, open_engine:
     children = {child.name: child for child in engine.hierarchy.children("")}
     assert children["contiguous"].error is not None and "no-such-codec" in str(children["contiguous"].error)
     # The rest of the reference set is untouched.
-    np.testing.assert_array_equal(read_one(engine, "grp/inner"), hdf5_refs.expected["grp/inner"])
-
-
-def read_one(engine: Engine, path: str) -> np.ndarray:
-    node = engine.hierarchy.node(path)
-    assert isinstance(node, ArrayMeta)
-    return np.frombuffer(engine.reader(path).read(0, node.nbytes), node.dtype).reshape(node.shape)
+    np.testing.assert_array_equal(read_array(engine, "grp/inner"), hdf5_refs.expected["grp/inner"])
 
 
 # ------------------------------------------------------------------ Icechunk
@@ -266,7 +242,7 @@ def test_icechunk_refs(ref: str | None, repository: Repository, open_engine: Cal
     engine = open_engine(repository.path, store=StoreOptions(ref=name))
     expected = {None: repository.second, "main": repository.second, "v1": repository.first,
                 "dev": repository.branch, "first-snapshot": repository.first}[ref]
-    np.testing.assert_array_equal(read_one(engine, "img"), expected)
+    np.testing.assert_array_equal(read_array(engine, "img"), expected)
 
 
 def test_icechunk_through_a_mount_at_a_tag(repository: Repository, tmp_path: Path) -> None:
@@ -287,7 +263,7 @@ def test_icechunk_on_s3(tmp_path: Path) -> None:
         for ref, expected in ((None, second), ("v1", first)):
             engine = Engine.open(f"s3://{BUCKET}/repo", options, EngineOptions(store=StoreOptions(ref=ref)))
             try:
-                np.testing.assert_array_equal(read_one(engine, "img"), expected)
+                np.testing.assert_array_equal(read_array(engine, "img"), expected)
             finally:
                 engine.close()
 

@@ -20,10 +20,10 @@ import numpy as np
 import pytest
 import zarr
 
+from engineutil import read_all
 from mountutil import run_zarrfs
 from remoteutil import http_server
 from zarrfs.engine.engine import Engine
-from zarrfs.model.meta import ArrayMeta, GroupMeta
 
 LEGACY_V1 = Path(__file__).parent / "fixtures" / "legacy"
 V1_STORE = "v1/blosc_f8_nan"
@@ -50,24 +50,6 @@ def zip_directory(source: Path, archive: Path, *, directory_entries: bool, insid
                 out.write(folder, f"{Path(inside, relative).as_posix()}/")
             for name in files:
                 out.write(Path(folder, name), Path(inside, relative, name).as_posix())
-
-
-def read_all(engine: Engine) -> dict[str, np.ndarray]:
-    """Every array of the hierarchy, found by walking it from the root, as the engine reads it."""
-    found: dict[str, np.ndarray] = {}
-
-    def walk(path: str) -> None:
-        node = engine.hierarchy.node(path)
-        if isinstance(node, ArrayMeta):
-            found[path] = np.frombuffer(engine.reader(path).read(0, node.nbytes), node.dtype).reshape(node.shape)
-            return
-        assert isinstance(node, GroupMeta)
-        for child in engine.hierarchy.children(path):
-            assert child.error is None, child.error
-            walk(f"{path}/{child.name}" if path else child.name)
-
-    walk("")
-    return found
 
 
 CASES = [(fmt, consolidated) for fmt in (2, 3) for consolidated in (False, True)]

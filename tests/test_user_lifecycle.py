@@ -21,7 +21,7 @@ import pytest
 import tifffile
 import zarr
 
-from mountutil import is_mounted, mounted, pid_alive, run_zarrfs, wait_until
+from mountutil import is_mounted, mount_points, mounted, pid_alive, run_zarrfs, wait_until
 from zarrfs.fuse import mount as mount_module
 
 ROOT = os.geteuid() == 0
@@ -74,6 +74,7 @@ def test_a_stale_mount_point_is_recovered(store: tuple[Path, np.ndarray], tmp_pa
             os.listdir(mountpoint)
         with mounted(source, mountpoint, tmp_path / "log2") as second:  # no `zarrfs unmount` first
             assert (second / "img.raw").read_bytes() == data.tobytes()
+            assert sum(1 for p in mount_points() if p == str(mountpoint)) == 1  # replaced, not stacked
 
 
 def test_allow_other(store: tuple[Path, np.ndarray], tmp_path: Path) -> None:

@@ -13,13 +13,11 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
-
 from ..conventions.crs import wkt1
 from ..conventions.semantics import GeoReference, Semantics
 from ..model.meta import ArrayMeta
 from .base import Layout
-from .rawinfo import big_endian, describable, number
+from .rawinfo import big_endian, number, type_name
 
 # numpy kind+size -> ENVI data type code. ENVI has no int8 (GDAL reads code 1
 # as unsigned) and no half float; bool is stored as 0/1 bytes.
@@ -34,9 +32,8 @@ _DATA_TYPES = {
 
 
 def envi_header(meta: ArrayMeta, semantics: Semantics, raw_name: str) -> Layout | None:
-    dtype: np.dtype = meta.dtype
-    code = _DATA_TYPES.get((dtype.kind, dtype.itemsize))
-    if code is None or dtype.fields is not None or not describable(meta):
+    code = type_name(meta, _DATA_TYPES)
+    if code is None:
         return None
     shape = meta.shape
     lines = [
@@ -48,11 +45,11 @@ def envi_header(meta: ArrayMeta, semantics: Semantics, raw_name: str) -> Layout 
         "file type = ENVI Standard",
         f"data type = {code}",
         "interleave = bsq",
-        f"byte order = {int(big_endian(dtype))}",
+        f"byte order = {int(big_endian(meta.dtype))}",
     ]
     if semantics.geo is not None:
         lines += _map_lines(semantics.geo)
-    if semantics.nodata is not None and dtype.kind != "c":
+    if semantics.nodata is not None and meta.dtype.kind != "c":
         lines.append(f"data ignore value = {_nodata_text(semantics.nodata)}")
     names = _band_names(semantics, meta)
     if names:

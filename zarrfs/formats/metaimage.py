@@ -6,12 +6,10 @@
 
 from __future__ import annotations
 
-import numpy as np
-
 from ..conventions.semantics import Semantics
 from ..model.meta import ArrayMeta
 from .base import Layout
-from .rawinfo import big_endian, describable, number, space_calibration
+from .rawinfo import big_endian, number, space_calibration, type_name
 
 # numpy kind+size -> MetaIO element type. MET_LONG/MET_ULONG are 4 bytes in
 # MetaIO, so 8-byte integers are the LONG_LONG types. No half floats, no complex.
@@ -26,9 +24,8 @@ _ELEMENT_TYPES = {
 
 
 def metaimage_header(meta: ArrayMeta, semantics: Semantics, raw_name: str) -> Layout | None:
-    dtype: np.dtype = meta.dtype
-    element_type = _ELEMENT_TYPES.get((dtype.kind, dtype.itemsize))
-    if element_type is None or dtype.fields is not None or not describable(meta) or "\n" in raw_name:
+    element_type = type_name(meta, _ELEMENT_TYPES, raw_name)
+    if element_type is None:
         return None
     lines = [
         "ObjectType = Image",
@@ -43,7 +40,7 @@ def metaimage_header(meta: ArrayMeta, semantics: Semantics, raw_name: str) -> La
         lines.append("Offset = " + " ".join(number(v) for v in reversed(origin)))
     lines += [
         "BinaryData = True",
-        f"BinaryDataByteOrderMSB = {big_endian(dtype)}",
+        f"BinaryDataByteOrderMSB = {big_endian(meta.dtype)}",
         "CompressedData = False",
         "HeaderSize = 0",
         f"ElementDataFile = {raw_name}",  # last: MetaIO reads no further

@@ -8,12 +8,10 @@ and Slicer read; otherwise per-axis `spacings` (nan where unknown).
 
 from __future__ import annotations
 
-import numpy as np
-
 from ..conventions.semantics import Semantics
 from ..model.meta import ArrayMeta
 from .base import Layout
-from .rawinfo import big_endian, describable, number
+from .rawinfo import big_endian, number, type_name
 
 # NRRD has no half float and no complex type.
 _TYPES = {
@@ -26,9 +24,8 @@ _TYPES = {
 
 
 def nrrd_header(meta: ArrayMeta, semantics: Semantics, raw_name: str) -> Layout | None:
-    dtype: np.dtype = meta.dtype
-    kind = _TYPES.get((dtype.kind, dtype.itemsize))
-    if kind is None or dtype.fields is not None or not describable(meta) or "\n" in raw_name:
+    kind = type_name(meta, _TYPES, raw_name)
+    if kind is None:
         return None
     lines = [
         "NRRD0004",
@@ -37,8 +34,8 @@ def nrrd_header(meta: ArrayMeta, semantics: Semantics, raw_name: str) -> Layout 
         "sizes: " + " ".join(str(s) for s in reversed(meta.shape)),
     ]
     lines += _geometry(semantics, meta.ndim)
-    if dtype.itemsize > 1:
-        lines.append(f"endian: {'big' if big_endian(dtype) else 'little'}")
+    if meta.dtype.itemsize > 1:
+        lines.append(f"endian: {'big' if big_endian(meta.dtype) else 'little'}")
     lines += ["encoding: raw", f"data file: {raw_name}"]
     return Layout(("\n".join(lines) + "\n").encode("utf-8"), 0)
 

@@ -25,6 +25,16 @@ def describable(meta: ArrayMeta) -> bool:
     return meta.ndim >= 1 and all(0 < size <= MAX_C_INT for size in meta.shape)
 
 
+def type_name(meta: ArrayMeta, names: dict[tuple[str, int], str], raw_name: str = "") -> str | None:
+    """The sidecar's name for the array's element type (by numpy kind and size), or None when the
+    format has none, the array cannot be described, or the data file's name would break the header."""
+    dtype: np.dtype = meta.dtype
+    name = names.get((dtype.kind, dtype.itemsize))
+    if name is None or dtype.fields is not None or not describable(meta) or "\n" in raw_name:
+        return None
+    return name
+
+
 def big_endian(dtype: np.dtype) -> bool:
     order = dtype.byteorder
     return order == ">" or (order == "=" and sys.byteorder == "big")
