@@ -363,9 +363,9 @@ def _v3_encoder(codecs: list[dict[str, Any]]) -> Callable[[bytes], bytes]:
         if name == "bytes":
             continue
         if name == "crc32c":
-            import crc32c
+            import google_crc32c
 
-            stages.append(lambda raw: raw + struct.pack("<I", crc32c.crc32c(raw)))
+            stages.append(lambda raw: raw + struct.pack("<I", google_crc32c.value(raw)))
             continue
         codec_id = name.removeprefix("numcodecs.")
         params = {k: v for k, v in config.items() if k != "checksum"}
@@ -475,9 +475,9 @@ def _shard(data: np.ndarray, location: str, checksum: bool) -> tuple[bytes, np.n
 def _shard_bytes(body: bytes, index: np.ndarray, location: str, checksum: bool) -> bytes:
     raw_index = index.astype("<u8").tobytes()
     if checksum:
-        import crc32c
+        import google_crc32c
 
-        raw_index += struct.pack("<I", crc32c.crc32c(raw_index))
+        raw_index += struct.pack("<I", google_crc32c.value(raw_index))
     return raw_index + body if location == "start" else body + raw_index
 
 
