@@ -16,6 +16,7 @@ from .cache import ChunkCache
 from .chunks import make_source
 from .direct import ChunkFiles
 from .reader import ArrayReader
+from .vlen import VlenArrays
 
 
 def pool_size(options: EngineOptions, store: Store) -> int:
@@ -33,6 +34,7 @@ class Engine:
         # The pool may be larger than `workers` (threads waiting on requests); decoding stays at `workers`.
         self._decode_slots = threading.BoundedSemaphore(self.options.workers)
         self.files = ChunkFiles()
+        self.vlen = VlenArrays(store, self.cache, self._decode_slots)
         self._readers: dict[str, ArrayReader] = {}
         self._lock = threading.Lock()
 
@@ -47,6 +49,8 @@ class Engine:
         meta = self.hierarchy.node(path)
         if not isinstance(meta, ArrayMeta):
             raise NotFoundError(f"{self.store.display_name}: /{path} is a group, not an array")
+        if meta.vlen:  # served at its fixed width, found by reading it once
+            meta = self.vlen.fixed(meta).meta
         with self._lock:
             found = self._readers.get(path)
         # With a metadata TTL a refreshed array is a new node: it gets a new reader

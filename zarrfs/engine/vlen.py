@@ -1,0 +1,137 @@
+"""Variable-length arrays at a fixed width: the one place that finds the width n.
+
+A string or bytes array has no byte layout of its own. zarrfs serves it as
+numpy's fixed-width `<U{n}` (strings) or `S{n}` (bytes), n being the longest
+of its elements and its fill value (at least 1). Only reading every chunk
+can tell n, so this is the one exception to "file sizes from metadata alone":
+
+* when: the first time the size of one of the array's files is asked for
+  (`stat`, `open`; `ls -l` asks), never at mount or at a plain listing;
+  then once per array for the life of the mount (per metadata generation);
+* how: every chunk is fetched and decoded once, one at a time, and dropped;
+  only elements inside the array count (edge chunks may hold anything
+  beyond it); a missing chunk counts as its fill value;
+* bounds (model/limits.py): arrays of more than `max_vlen_elements()` are
+  refused at metadata time; a fixed-width region over `max_vlen_bytes()`, or
+  a fixed-width chunk larger than the cache budget, is refused after the
+  scan (EFBIG, with the reason and the setting that would allow it).
+
+The array served at width n (`FixedWidth.meta`) is an ordinary ArrayMeta whose
+codec gives fixed-width chunks (codecs/vlen.py), so reads use the normal
+reader and cache.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import logging
+import math
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..codecs.vlen import FixedWidthCodec, fixed_width_dtype, longest
+from ..errors import TooLargeError, ZarrfsError
+from ..model.limits import VLEN_SIZE_VARIABLE, max_vlen_bytes
+from ..model.meta import ArrayMeta
+from ..stores.store import Store
+from .cache import ChunkCache
+from .chunks import DecodeSlots, make_source
+
+log = logging.getLogger(__name__)
+
+# Read units asked of a chunk source at once (a shard's inner chunks then come in one request).
+_BATCH = 256
+
+
+@dataclass(frozen=True)
+class FixedWidth:
+    width: int  # n: characters (str) or bytes (bytes) per element
+    meta: ArrayMeta  # the array as served: dtype <U{n} / S{n}, fixed-width chunks
+
+
+class VlenArrays:
+    """The fixed-width form of each variable-length array of one engine, found once."""
+
+    def __init__(self, store: Store, cache: ChunkCache, decode_slots: DecodeSlots) -> None:
+        self.store = store
+        self.cache = cache
+        self.decode_slots = decode_slots
+        # path -> (the parsed meta it was found for, its FixedWidth or the refusal)
+        self._found: dict[str, tuple[ArrayMeta, FixedWidth | TooLargeError]] = {}
+        self._scanning: dict[str, threading.Lock] = {}
+        self._lock = threading.Lock()
+
+    def fixed(self, meta: ArrayMeta) -> FixedWidth:
+        """`meta` at its fixed width; the first call per array reads the whole array (one scan at a time)."""
+        with self._lock:
+            scan_lock = self._scanning.setdefault(meta.path, threading.Lock())
+        with scan_lock:
+            found = self._found.get(meta.path)
+            if found is None or found[0] is not meta:
+                try:
+                    result: FixedWidth | TooLargeError = self._fixed_width(meta)
+                except TooLargeError as exc:
+                    log.warning("%s", exc)
+                    result = exc
+                found = (meta, result)
+                self._found[meta.path] = found
+        if isinstance(found[1], TooLargeError):
+            raise found[1]
+        return found[1]
+
+    def objects(self, meta: ArrayMeta) -> np.ndarray:
+        """The whole array as an object array of str/bytes, as zarr-python reads it (for `.json` values)."""
+        out = np.empty(meta.shape, object)
+        for box, elements in self._chunks(meta):
+            out[box] = elements
+        return out
+
+    # -------------------------------------------------------------- internal
+
+    def _fixed_width(self, meta: ArrayMeta) -> FixedWidth:
+        assert meta.vlen is not None
+        width = max(1, len(meta.fill_value.item()), *(longest(elements, meta.vlen) for _, elements in
+                                                       self._chunks(meta)))
+        dtype = fixed_width_dtype(meta.vlen, width)
+        where = f"{self.store.display_name}: array /{meta.path}"
+        nbytes = math.prod(meta.shape) * dtype.itemsize
+        if nbytes > max_vlen_bytes():
+            raise TooLargeError(
+                f"{where}: its longest element makes it {dtype} ({nbytes} bytes), more than the "
+                f"{max_vlen_bytes()} bytes of a variable-length array zarrfs serves; raise the bound with the "
+                f"environment variable {VLEN_SIZE_VARIABLE} (e.g. {VLEN_SIZE_VARIABLE}={-(-nbytes >> 20)}M)")
+        chunk_nbytes = math.prod(meta.chunk_shape) * dtype.itemsize
+        if chunk_nbytes > self.cache.budget_bytes:
+            raise TooLargeError(
+                f"{where}: one chunk at width {dtype} is {chunk_nbytes} bytes, more than the cache budget "
+                f"({self.cache.budget_bytes}); mount with --cache-size {-(-2 * chunk_nbytes >> 20)}M or more")
+        fill = np.array(meta.fill_value.item(), dtype)
+        served = dataclasses.replace(meta, dtype=dtype, fill_value=fill,
+                                     codec=FixedWidthCodec(meta.codec, meta.vlen, dtype), vlen=None)
+        return FixedWidth(width, served)
+
+    def _chunks(self, meta: ArrayMeta) -> Iterator[tuple[tuple[slice, ...], np.ndarray]]:
+        """(where in the array, its elements) for every read unit, in C order, one decoded at a time.
+
+        Only the part inside the array is given; a missing unit gives the fill value.
+        """
+        source = make_source(self.store, meta, self.cache, self.decode_slots)
+        unit = source.read_shape
+        grid = tuple(-(-s // c) for s, c in zip(meta.shape, unit, strict=True))
+        all_coords = itertools.product(*(range(n) for n in grid))
+        while batch := list(itertools.islice(all_coords, _BATCH)):
+            for coords, outcome in source.load_many(batch):
+                if isinstance(outcome, ZarrfsError):
+                    raise outcome
+                box = tuple(slice(c * n, min((c + 1) * n, s)) for c, n, s in zip(coords, unit, meta.shape,
+                                                                                  strict=True))
+                inside = tuple(slice(0, b.stop - b.start) for b in box)
+                if outcome is None:
+                    yield box, np.full(tuple(b.stop - b.start for b in box), meta.fill_value.item(), object)
+                else:
+                    yield box, outcome[inside]
+
