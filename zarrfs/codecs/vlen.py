@@ -9,11 +9,11 @@ A vlen chunk decodes to a numpy object array of `str` (kind "str") or `bytes`
   of element it gives. `pickle` is refused by the registry (it would run code
   from the store); `vlen-array` (elements that are arrays) is not served.
 
-`FixedWidthCodec` wraps either pipeline: its chunks are numpy's
-`astype("<U{n}")` / `astype("S{n}")` of the object chunk, so that the cache
-holds fixed-width chunks and every virtual file is a plain C-order region.
-An element of the wrong type, or longer than `n` (the store changed since the
-width was found), is a ChunkError: never a truncated value.
+`to_fixed_width` turns an object chunk into numpy's `astype("<U{n}")` /
+`astype("S{n}")` of it (engine/vlen.py does so for every chunk it serves, so
+the cache holds fixed-width chunks). An element of the wrong type, or longer
+than `n` (the store changed since the width was found), is a ChunkError:
+never a truncated value.
 """
 
 from __future__ import annotations
@@ -26,7 +26,6 @@ from numcodecs.abc import Codec
 from numcodecs.vlen import VLenBytes, VLenUTF8
 
 from ..errors import ChunkError, UnsupportedError
-from .pipeline import ChunkCodec
 from .registry import check_keys, register
 from .spec import ChunkSpec, as_objects
 
@@ -78,20 +77,6 @@ def fixed_width_dtype(kind: str, width: int) -> np.dtype:
     return np.dtype(f"<U{width}") if kind == "str" else np.dtype(f"S{width}")
 
 
-def to_fixed_width(objects: np.ndarray, kind: str, dtype: np.dtype) -> np.ndarray:
-    """numpy's `objects.astype(dtype)`, after checking every element is of `kind` and fits."""
-    expected = _PYTHON_TYPE[kind]
-    flat = objects.reshape(-1)
-    width = dtype.itemsize // 4 if kind == "str" else dtype.itemsize
-    for value in flat:
-        if type(value) is not expected:
-            raise ChunkError(f"element {value!r:.60} is {type(value).__name__}, not {expected.__name__}")
-        if len(value) > width:
-            raise ChunkError(f"element of length {len(value)} is longer than the width {width} found "
-                             f"when the array was first read (was the store changed while mounted?)")
-    return objects.astype(dtype)
-
-
 def longest(objects: np.ndarray, kind: str) -> int:
     """The length of the longest element (code points for str, bytes for bytes); checks the types."""
     expected = _PYTHON_TYPE[kind]
@@ -103,16 +88,11 @@ def longest(objects: np.ndarray, kind: str) -> int:
     return most
 
 
-@dataclass(frozen=True)
-class FixedWidthCodec:
-    """A vlen pipeline whose chunks come out as fixed-width `dtype` (see the module docstring)."""
-
-    inner: ChunkCodec
-    kind: str  # "str" or "bytes"
-    dtype: np.dtype  # fixed_width_dtype(kind, n)
-
-    def decode(self, data: bytes, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
-        return to_fixed_width(self.inner.decode(data, shape, np.dtype(object)), self.kind, self.dtype)
-
-    def describe(self) -> list[dict[str, Any]]:
-        return self.inner.describe()
+def to_fixed_width(objects: np.ndarray, kind: str, dtype: np.dtype) -> np.ndarray:
+    """numpy's `objects.astype(dtype)`, after checking every element is of `kind` and fits."""
+    width = dtype.itemsize // 4 if kind == "str" else dtype.itemsize
+    most = longest(objects, kind)
+    if most > width:
+        raise ChunkError(f"element of length {most} is longer than the width {width} found when the array was "
+                         f"first read (was the store changed while mounted?)")
+    return objects.astype(dtype)

@@ -49,15 +49,18 @@ class Engine:
         meta = self.hierarchy.node(path)
         if not isinstance(meta, ArrayMeta):
             raise NotFoundError(f"{self.store.display_name}: /{path} is a group, not an array")
-        if meta.vlen:  # served at its fixed width, found by reading it once
-            meta = self.vlen.fixed(meta).meta
+        vlen = meta if meta.vlen else None
+        if vlen is not None:  # served at its fixed width, found by reading it once
+            meta = self.vlen.fixed(vlen).meta
         with self._lock:
             found = self._readers.get(path)
         # With a metadata TTL a refreshed array is a new node: it gets a new reader
         # (and new cache keys), never chunks decoded for the old shape.
         if found is not None and found.meta is meta:
             return found
-        reader = ArrayReader(make_source(self.store, meta, self.cache, self._decode_slots), self.cache,
+        source = self.vlen.source(vlen) if vlen is not None else \
+            make_source(self.store, meta, self.cache, self._decode_slots)
+        reader = ArrayReader(source, self.cache,
                              timeout=max(self.options.read_timeout, self.options.store.worst_case_seconds()),
                              files=self.files)
         with self._lock:

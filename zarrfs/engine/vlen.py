@@ -16,9 +16,13 @@ can tell n, so this is the one exception to "file sizes from metadata alone":
   a fixed-width chunk larger than the cache budget, is refused after the
   scan (EFBIG, with the reason and the setting that would allow it).
 
-The array served at width n (`FixedWidth.meta`) is an ordinary ArrayMeta whose
-codec gives fixed-width chunks (codecs/vlen.py), so reads use the normal
-reader and cache.
+The array served at width n (`FixedWidth.meta`) is the parsed ArrayMeta with
+dtype `<U{n}`/`S{n}` and its fill value at that width; `FixedWidthSource`
+gives the reader its chunks converted to that width, so reads use the normal
+reader and cache, and the cache holds (and counts) fixed-width chunks. The
+source knows where each chunk sits: elements of an edge chunk beyond the
+array's end (a writer may leave anything there) are blanked before the
+conversion, as they do not count towards n.
 """
 
 from __future__ import annotations
@@ -28,18 +32,18 @@ import itertools
 import logging
 import math
 import threading
-from collections.abc import Iterator
+from collections.abc import Hashable, Iterator
 from dataclasses import dataclass
 
 import numpy as np
 
-from ..codecs.vlen import FixedWidthCodec, fixed_width_dtype, longest
+from ..codecs.vlen import fixed_width_dtype, longest, to_fixed_width
 from ..errors import TooLargeError, ZarrfsError
 from ..model.limits import VLEN_SIZE_VARIABLE, max_vlen_bytes
 from ..model.meta import ArrayMeta
 from ..stores.store import Store
 from .cache import ChunkCache
-from .chunks import DecodeSlots, make_source
+from .chunks import ChunkSource, Coords, DecodeSlots, Outcome, make_source
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +54,51 @@ _BATCH = 256
 @dataclass(frozen=True)
 class FixedWidth:
     width: int  # n: characters (str) or bytes (bytes) per element
-    meta: ArrayMeta  # the array as served: dtype <U{n} / S{n}, fixed-width chunks
+    meta: ArrayMeta  # the array as served: dtype <U{n} / S{n}, its fill value at that width
+
+
+class FixedWidthSource:
+    """The chunks of a vlen array (`inner`, a source of object chunks) at the width of `served`."""
+
+    plain_local_files = False
+
+    def __init__(self, inner: ChunkSource, served: ArrayMeta, kind: str) -> None:
+        self.inner = inner
+        self.meta = served
+        self.kind = kind
+        self.read_shape = inner.read_shape
+
+    def group(self, coords: Coords) -> Hashable | None:
+        return self.inner.group(coords)
+
+    def raw_file(self, coords: Coords) -> str | None:
+        return None
+
+    def load(self, coords: Coords) -> np.ndarray | None:
+        chunk = self.inner.load(coords)
+        return None if chunk is None else self._fixed(coords, chunk)
+
+    def load_many(self, coords: list[Coords]) -> Iterator[tuple[Coords, Outcome]]:
+        for one, outcome in self.inner.load_many(coords):
+            if isinstance(outcome, np.ndarray):
+                try:
+                    outcome = self._fixed(one, outcome)
+                except ZarrfsError as exc:
+                    outcome = exc
+            yield one, outcome
+
+    def _fixed(self, coords: Coords, chunk: np.ndarray) -> np.ndarray:
+        inside = _inside(coords, self.read_shape, self.meta.shape)
+        if any(s.stop < n for s, n in zip(inside, chunk.shape, strict=True)):  # an edge chunk
+            blanked = np.full(chunk.shape, "" if self.kind == "str" else b"", object)
+            blanked[inside] = chunk[inside]
+            chunk = blanked
+        return to_fixed_width(chunk, self.kind, self.meta.dtype)
+
+
+def _inside(coords: Coords, unit: tuple[int, ...], shape: tuple[int, ...]) -> tuple[slice, ...]:
+    """The part of read unit `coords` that lies inside the array, in the unit's own coordinates."""
+    return tuple(slice(0, max(0, min(n, s - c * n))) for c, n, s in zip(coords, unit, shape, strict=True))
 
 
 class VlenArrays:
@@ -83,6 +131,12 @@ class VlenArrays:
             raise found[1]
         return found[1]
 
+    def source(self, meta: ArrayMeta) -> FixedWidthSource:
+        """The chunk source the reader of vlen array `meta` reads (its width found first, if need be)."""
+        assert meta.vlen is not None
+        return FixedWidthSource(make_source(self.store, meta, self.cache, self.decode_slots), self.fixed(meta).meta,
+                                meta.vlen)
+
     def objects(self, meta: ArrayMeta) -> np.ndarray:
         """The whole array as an object array of str/bytes, as zarr-python reads it (for `.json` values)."""
         out = np.empty(meta.shape, object)
@@ -110,9 +164,7 @@ class VlenArrays:
                 f"{where}: one chunk at width {dtype} is {chunk_nbytes} bytes, more than the cache budget "
                 f"({self.cache.budget_bytes}); mount with --cache-size {-(-2 * chunk_nbytes >> 20)}M or more")
         fill = np.array(meta.fill_value.item(), dtype)
-        served = dataclasses.replace(meta, dtype=dtype, fill_value=fill,
-                                     codec=FixedWidthCodec(meta.codec, meta.vlen, dtype), vlen=None)
-        return FixedWidth(width, served)
+        return FixedWidth(width, dataclasses.replace(meta, dtype=dtype, fill_value=fill, vlen=None))
 
     def _chunks(self, meta: ArrayMeta) -> Iterator[tuple[tuple[slice, ...], np.ndarray]]:
         """(where in the array, its elements) for every read unit, in C order, one decoded at a time.
@@ -127,11 +179,11 @@ class VlenArrays:
             for coords, outcome in source.load_many(batch):
                 if isinstance(outcome, ZarrfsError):
                     raise outcome
-                box = tuple(slice(c * n, min((c + 1) * n, s)) for c, n, s in zip(coords, unit, meta.shape,
-                                                                                  strict=True))
-                inside = tuple(slice(0, b.stop - b.start) for b in box)
+                inside = _inside(coords, unit, meta.shape)
+                box = tuple(slice(c * n, c * n + s.stop) for c, n, s in zip(coords, unit, inside, strict=True))
                 if outcome is None:
-                    yield box, np.full(tuple(b.stop - b.start for b in box), meta.fill_value.item(), object)
+                    # the 0-d object fill itself: np.full of a bytes value would drop its trailing NULs
+                    yield box, np.full(tuple(s.stop for s in inside), meta.fill_value, object)
                 else:
-                    yield box, outcome[inside]
+                    yield box, outcome[(*inside, ...)]  # a view, also of a 0-d chunk
 
