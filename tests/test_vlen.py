@@ -94,12 +94,15 @@ def write_zp31(store: Path, zarr_format: int) -> dict[str, tuple[str | bytes, np
         group.create_array("unwritten", shape=(3,), chunks=(2,), dtype=str, fill_value="never written")
         group.create_array("scalar", shape=(), dtype=str)[...] = "one 😀"
         group.create_array("nothing", shape=(0,), chunks=(2,), dtype=str)
+        if zarr_format == 3:
+            sharded = group.create_array("sharded", shape=(10,), chunks=(2,), shards=(4,), dtype=str, fill_value="q")
+            sharded[:7] = objects(STRINGS[:7], (7,))  # inner chunks and the last shard missing
         if zarr_format == 2:
             group.create_array("fortran", shape=(3, 4), chunks=(2, 3), dtype=str, order="F",
                                fill_value="F")[:2] = objects(STRINGS[:8], (2, 4))
             uncompressed = group.create_array("plain", shape=(4,), chunks=(2,), dtype=str, compressors=None)
             uncompressed[...] = objects(STRINGS[:4], (4,))
-    for name in ("text", "blobs", "empty", "unwritten", "scalar", "nothing", "fortran", "plain"):
+    for name in ("text", "blobs", "empty", "unwritten", "scalar", "nothing", "fortran", "plain", "sharded"):
         if (store / name).exists():
             with quiet():
                 array = zarr.open_array(str(store), path=name, mode="r")
@@ -199,6 +202,28 @@ def test_listing_reads_no_chunk_and_stat_finds_the_width(tmp_path: Path) -> None
         assert engine.store.stats.as_dict()["requests"] - listed == 3
     finally:
         engine.close()
+
+
+def test_reads_stay_within_the_cache_budget(tmp_path: Path, open_engine: Any) -> None:
+    store = tmp_path / "big.zarr"
+    values = objects([f"{i}:" + "é" * (i % 50) for i in range(20_000)], (200, 100))
+    with quiet():
+        zarr.create_array(str(store), shape=(200, 100), chunks=(10, 100), dtype=str)[...] = values
+    engine = open_engine(store, cache_bytes=1 << 20)  # one chunk at <U55 is 220 KB: 4 fit
+    reader = engine.reader("")
+    got = np.frombuffer(reader.read(0, reader.nbytes), reader.meta.dtype).reshape(200, 100)
+    assert got.tobytes() == values.astype(reader.meta.dtype).tobytes() and reader.meta.dtype == np.dtype("<U55")
+    stats = engine.cache.stats().as_dict()
+    assert stats["cached_bytes"] <= 1 << 20 and stats["evictions"] > 0, stats
+
+
+def test_chunk_over_the_cache_budget_is_efbig(tmp_path: Path, open_engine: Any) -> None:
+    store = tmp_path / "wide.zarr"
+    with quiet():
+        zarr.create_array(str(store), shape=(4,), chunks=(4,), dtype=str)[...] = objects(["x" * 100_000] * 4, (4,))
+    engine = open_engine(store, cache_bytes=1 << 20)  # one chunk is 1.6 MB at <U100000
+    with pytest.raises(TooLargeError, match="cache-size"):
+        engine.reader("")
 
 
 def test_array_over_the_element_bound_is_listed_with_the_reason(tmp_path: Path,
