@@ -34,6 +34,7 @@ from .spec import ChunkSpec, as_objects
 _OBJECT_CODEC_KIND = {"vlen-utf8": "str", "vlen-bytes": "bytes", "json2": "str", "msgpack2": "str"}
 _PYTHON_TYPE = {"str": str, "bytes": bytes}
 
+
 def object_codec_kind(filters: tuple[Codec, ...], where: str) -> str:
     """The element kind ("str" or "bytes") a v2 object array's first filter decodes to."""
     codec_id = filters[0].codec_id if filters else None

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..codecs.vlen import fixed_width_dtype, longest, to_fixed_width
-from ..errors import TooLargeError, ZarrfsError
+from ..errors import ChunkError, TooLargeError, ZarrfsError
 from ..model.limits import VLEN_SIZE_VARIABLE, max_vlen_bytes
 from ..model.meta import ArrayMeta
 from ..stores.store import Store
@@ -62,11 +62,12 @@ class FixedWidthSource:
 
     plain_local_files = False
 
-    def __init__(self, inner: ChunkSource, served: ArrayMeta, kind: str) -> None:
+    def __init__(self, inner: ChunkSource, served: ArrayMeta, kind: str, store_name: str) -> None:
         self.inner = inner
         self.meta = served
         self.kind = kind
         self.read_shape = inner.read_shape
+        self.store_name = store_name
 
     def group(self, coords: Coords) -> Hashable | None:
         return self.inner.group(coords)
@@ -93,7 +94,16 @@ class FixedWidthSource:
             blanked = np.full(chunk.shape, "" if self.kind == "str" else b"", object)
             blanked[inside] = chunk[inside]
             chunk = blanked
-        return to_fixed_width(chunk, self.kind, self.meta.dtype)
+        try:
+            return to_fixed_width(chunk, self.kind, self.meta.dtype)
+        except ChunkError as exc:
+            raise _located(self.store_name, self.meta, self.read_shape, coords, exc) from exc
+
+
+def _located(store_name: str, meta: ArrayMeta, unit: tuple[int, ...], coords: Coords, exc: ChunkError) -> ChunkError:
+    """`exc` naming store, array and chunk (its key, or the inner chunk's place in a shard)."""
+    chunk = repr(meta.chunk_key(coords)) if unit == meta.chunk_shape else f"(inner chunk {list(coords)})"
+    return ChunkError(f"{store_name}: array /{meta.path}: chunk {chunk}: {exc}")
 
 
 def _inside(coords: Coords, unit: tuple[int, ...], shape: tuple[int, ...]) -> tuple[slice, ...]:
@@ -135,12 +145,13 @@ class VlenArrays:
         """The chunk source the reader of vlen array `meta` reads (its width found first, if need be)."""
         assert meta.vlen is not None
         return FixedWidthSource(make_source(self.store, meta, self.cache, self.decode_slots), self.fixed(meta).meta,
-                                meta.vlen)
+                                meta.vlen, self.store.display_name)
 
     def objects(self, meta: ArrayMeta) -> np.ndarray:
         """The whole array as an object array of str/bytes, as zarr-python reads it (for `.json` values)."""
         out = np.empty(meta.shape, object)
-        for box, elements in self._chunks(meta):
+        for coords, unit, elements in self._chunks(meta):
+            box = tuple(slice(c * n, c * n + s) for c, n, s in zip(coords, unit, elements.shape, strict=True))
             out[box] = elements
         return out
 
@@ -148,8 +159,12 @@ class VlenArrays:
 
     def _fixed_width(self, meta: ArrayMeta) -> FixedWidth:
         assert meta.vlen is not None
-        width = max(1, len(meta.fill_value.item()), *(longest(elements, meta.vlen) for _, elements in
-                                                       self._chunks(meta)))
+        width = max(1, len(meta.fill_value.item()))
+        for coords, unit, elements in self._chunks(meta):
+            try:
+                width = max(width, longest(elements, meta.vlen))
+            except ChunkError as exc:
+                raise _located(self.store.display_name, meta, unit, coords, exc) from exc
         dtype = fixed_width_dtype(meta.vlen, width)
         where = f"{self.store.display_name}: array /{meta.path}"
         nbytes = math.prod(meta.shape) * dtype.itemsize
@@ -166,8 +181,8 @@ class VlenArrays:
         fill = np.array(meta.fill_value.item(), dtype)
         return FixedWidth(width, dataclasses.replace(meta, dtype=dtype, fill_value=fill, vlen=None))
 
-    def _chunks(self, meta: ArrayMeta) -> Iterator[tuple[tuple[slice, ...], np.ndarray]]:
-        """(where in the array, its elements) for every read unit, in C order, one decoded at a time.
+    def _chunks(self, meta: ArrayMeta) -> Iterator[tuple[Coords, tuple[int, ...], np.ndarray]]:
+        """(coords, read unit shape, its elements) for every read unit, in C order, one decoded at a time.
 
         Only the part inside the array is given; a missing unit gives the fill value.
         """
@@ -180,10 +195,9 @@ class VlenArrays:
                 if isinstance(outcome, ZarrfsError):
                     raise outcome
                 inside = _inside(coords, unit, meta.shape)
-                box = tuple(slice(c * n, c * n + s.stop) for c, n, s in zip(coords, unit, inside, strict=True))
                 if outcome is None:
                     # the 0-d object fill itself: np.full of a bytes value would drop its trailing NULs
-                    yield box, np.full(tuple(s.stop for s in inside), meta.fill_value, object)
+                    yield coords, unit, np.full(tuple(s.stop for s in inside), meta.fill_value, object)
                 else:
-                    yield box, outcome[(*inside, ...)]  # a view, also of a 0-d chunk
+                    yield coords, unit, outcome[(*inside, ...)]  # a view, also of a 0-d chunk
 
