@@ -323,3 +323,23 @@ def test_mount_process_has_no_pickle(tmp_path: Path) -> None:
         out = subprocess.run([sys.executable, "-c", code, str(mount / "words.npy")], capture_output=True,
                              text=True, check=True).stdout
     assert out.strip() == "word5" * 6
+
+
+def test_msgpack2_object_codec(tmp_path: Path) -> None:
+    """msgpack2, written with numcodecs (zarr-python 3 neither writes nor reads it); needs `msgpack`."""
+    msgpacks = pytest.importorskip("numcodecs.msgpacks")
+    codec = msgpacks.MsgPack()
+    store = tmp_path / "m.zarr"
+    (store / "m").mkdir(parents=True)
+    (store / "m" / ".zarray").write_text(json.dumps({
+        "zarr_format": 2, "shape": [5], "chunks": [2], "dtype": "|O", "fill_value": "fill", "order": "C",
+        "filters": [codec.get_config()], "compressor": None}))
+    (store / "m" / "0").write_bytes(codec.encode(objects(["é😀", ""], (2,))))
+    (store / "m" / "2").write_bytes(codec.encode(objects(["z", "beyond the end"], (2,))))
+    engine = Engine.open(str(store / "m"))
+    try:
+        reader = engine.reader("")
+        got = np.frombuffer(reader.read(0, reader.nbytes), reader.meta.dtype)
+        assert got.tobytes() == objects(["é😀", "", "fill", "fill", "z"], (5,)).astype("<U4").tobytes()
+    finally:
+        engine.close()
