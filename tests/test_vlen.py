@@ -343,3 +343,16 @@ def test_msgpack2_object_codec(tmp_path: Path) -> None:
         assert got.tobytes() == objects(["é😀", "", "fill", "fill", "z"], (5,)).astype("<U4").tobytes()
     finally:
         engine.close()
+
+
+def test_mounted_listing_reads_no_chunk(tmp_path: Path) -> None:
+    store = vlen_store(tmp_path)
+
+    def requests(root: Path) -> int:
+        return json.loads((root / ".zarrfs-stats.json").read_text())["store"]["requests"]
+
+    with mounted(store, tmp_path / "mnt", tmp_path / "log") as mount:
+        assert "words.npy" in os.listdir(mount.root)
+        listed = requests(mount.root)
+        assert os.stat(mount / "words.npy").st_size == 128 + 6 * 4 * 30
+        assert requests(mount.root) - listed == 3  # the scan: one request per chunk, at the first stat
