@@ -243,20 +243,30 @@ def test_array_over_the_element_bound_is_listed_with_the_reason(tmp_path: Path,
         engine.close()
 
 
-def test_array_over_the_size_bound_is_efbig_at_stat(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                    caplog: pytest.LogCaptureFixture) -> None:
+def test_array_over_the_size_bound_is_efbig_at_stat(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(VLEN_SIZE_VARIABLE, "500")  # 6 elements of <U30 are 720 bytes
-    engine = Engine.open(str(vlen_store(tmp_path)))
+    store = vlen_store(tmp_path)
+    engine = Engine.open(str(store))
     try:
         tree = VirtualTree(engine)
+        requests = []
         for _ in range(2):
             with pytest.raises(TooLargeError) as caught:
                 _ = tree.lookup("/words.npy").layout.size
             assert caught.value.errno == errno.EFBIG and VLEN_SIZE_VARIABLE in str(caught.value)
-        assert sum(VLEN_SIZE_VARIABLE in r.getMessage() for r in caplog.records) == 1  # scanned and logged once
+            requests.append(engine.store.stats.as_dict()["requests"])
+        assert requests[0] == requests[1]  # the refusal is remembered: no second scan
         assert tree.lookup("/numbers.npy").layout.size == 128 + 12
     finally:
         engine.close()
+    with mounted(store, tmp_path / "mnt", tmp_path / "log", expected_log=[rf"ERROR .*{VLEN_SIZE_VARIABLE}"]) as mount:
+        for _ in range(2):
+            with pytest.raises(OSError) as raised:
+                os.stat(mount / "words.npy")
+            assert raised.value.errno == errno.EFBIG
+        assert np.load(mount / "numbers.npy").tolist() == [1, 2, 3]
+        lines = [line for line in mount.log_lines() if VLEN_SIZE_VARIABLE in line]
+    assert len(lines) == 1, lines
 
 
 def test_json_lists_values_only_under_its_bound(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

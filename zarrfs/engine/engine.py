@@ -34,7 +34,7 @@ class Engine:
         # The pool may be larger than `workers` (threads waiting on requests); decoding stays at `workers`.
         self._decode_slots = threading.BoundedSemaphore(self.options.workers)
         self.files = ChunkFiles()
-        self.vlen = VlenArrays(store, self.cache, self._decode_slots)
+        self.vlen = VlenArrays(store, self.cache, self._decode_slots, pool_size(self.options, store))
         self._readers: dict[str, ArrayReader] = {}
         self._lock = threading.Lock()
 

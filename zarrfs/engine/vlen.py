@@ -8,7 +8,8 @@ can tell n, so this is the one exception to "file sizes from metadata alone":
 * when: the first time the size of one of the array's files is asked for
   (`stat`, `open`; `ls -l` asks), never at mount or at a plain listing;
   then once per array for the life of the mount (per metadata generation);
-* how: every chunk is fetched and decoded once, one at a time, and dropped;
+* how: every chunk is fetched and decoded once (by a few threads, as many
+  as the engine's loader pool) and dropped;
   only elements inside the array count (edge chunks may hold anything
   beyond it); a missing chunk counts as its fill value;
 * bounds (model/limits.py): arrays of more than `max_vlen_elements()` are
@@ -29,10 +30,11 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-import logging
 import math
 import threading
+from collections import deque
 from collections.abc import Hashable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -45,10 +47,10 @@ from ..stores.store import Store
 from .cache import ChunkCache
 from .chunks import ChunkSource, Coords, DecodeSlots, Outcome, make_source
 
-log = logging.getLogger(__name__)
-
 # Read units asked of a chunk source at once (a shard's inner chunks then come in one request).
 _BATCH = 256
+# ... by one scanning thread: small enough that the threads share the work of a small array.
+_SCAN_BATCH = 16
 
 
 @dataclass(frozen=True)
@@ -114,10 +116,11 @@ def _inside(coords: Coords, unit: tuple[int, ...], shape: tuple[int, ...]) -> tu
 class VlenArrays:
     """The fixed-width form of each variable-length array of one engine, found once."""
 
-    def __init__(self, store: Store, cache: ChunkCache, decode_slots: DecodeSlots) -> None:
+    def __init__(self, store: Store, cache: ChunkCache, decode_slots: DecodeSlots, scan_threads: int) -> None:
         self.store = store
         self.cache = cache
-        self.decode_slots = decode_slots
+        self.decode_slots = decode_slots  # bounds the decodes of every scan and read together
+        self.scan_threads = max(1, scan_threads)
         # path -> (the parsed meta it was found for, its FixedWidth or the refusal)
         self._found: dict[str, tuple[ArrayMeta, FixedWidth | TooLargeError]] = {}
         self._scanning: dict[str, threading.Lock] = {}
@@ -132,8 +135,7 @@ class VlenArrays:
             if found is None or found[0] is not meta:
                 try:
                     result: FixedWidth | TooLargeError = self._fixed_width(meta)
-                except TooLargeError as exc:
-                    log.warning("%s", exc)
+                except TooLargeError as exc:  # remembered: the scan is not repeated (the FUSE layer logs it)
                     result = exc
                 found = (meta, result)
                 self._found[meta.path] = found
@@ -159,12 +161,7 @@ class VlenArrays:
 
     def _fixed_width(self, meta: ArrayMeta) -> FixedWidth:
         assert meta.vlen is not None
-        width = max(1, len(meta.fill_value.item()))
-        for coords, unit, elements in self._chunks(meta):
-            try:
-                width = max(width, longest(elements, meta.vlen))
-            except ChunkError as exc:
-                raise _located(self.store.display_name, meta, unit, coords, exc) from exc
+        width = max(1, len(meta.fill_value.item()), self._scan(meta))
         dtype = fixed_width_dtype(meta.vlen, width)
         where = f"{self.store.display_name}: array /{meta.path}"
         nbytes = math.prod(meta.shape) * dtype.itemsize
@@ -182,22 +179,62 @@ class VlenArrays:
         return FixedWidth(width, dataclasses.replace(meta, dtype=dtype, fill_value=fill, vlen=None))
 
     def _chunks(self, meta: ArrayMeta) -> Iterator[tuple[Coords, tuple[int, ...], np.ndarray]]:
-        """(coords, read unit shape, its elements) for every read unit, in C order, one decoded at a time.
-
-        Only the part inside the array is given; a missing unit gives the fill value.
-        """
+        """(coords, read unit shape, its elements) for every read unit, in C order, one decoded at a time."""
         source = make_source(self.store, meta, self.cache, self.decode_slots)
-        unit = source.read_shape
-        grid = tuple(-(-s // c) for s, c in zip(meta.shape, unit, strict=True))
-        all_coords = itertools.product(*(range(n) for n in grid))
-        while batch := list(itertools.islice(all_coords, _BATCH)):
-            for coords, outcome in source.load_many(batch):
-                if isinstance(outcome, ZarrfsError):
-                    raise outcome
-                inside = _inside(coords, unit, meta.shape)
-                if outcome is None:
-                    # the 0-d object fill itself: np.full of a bytes value would drop its trailing NULs
-                    yield coords, unit, np.full(tuple(s.stop for s in inside), meta.fill_value, object)
-                else:
-                    yield coords, unit, outcome[(*inside, ...)]  # a view, also of a 0-d chunk
+        for batch in _batches(meta, source.read_shape, _BATCH):
+            yield from _elements(meta, source, batch)
 
+    def _scan(self, meta: ArrayMeta) -> int:
+        """The longest element, the chunks loaded by `scan_threads` at once (a remote store answers
+        each request in tens of milliseconds: one at a time, a big array would hold `stat` for minutes).
+        At most two batches per thread are in flight, so the decoded chunks held stay bounded."""
+        assert meta.vlen is not None
+        source = make_source(self.store, meta, self.cache, self.decode_slots)
+
+        def longest_in(batch: list[Coords]) -> int:
+            most = 0
+            for coords, unit, elements in _elements(meta, source, batch):
+                try:
+                    most = max(most, longest(elements, meta.vlen))
+                except ChunkError as exc:
+                    raise _located(self.store.display_name, meta, unit, coords, exc) from exc
+            return most
+
+        most = 0
+        with ThreadPoolExecutor(self.scan_threads, thread_name_prefix="zarrfs-vlen") as pool:
+            pending: deque[Future[int]] = deque()
+            try:
+                for batch in _batches(meta, source.read_shape, _SCAN_BATCH):
+                    pending.append(pool.submit(longest_in, batch))
+                    if len(pending) >= 2 * self.scan_threads:
+                        most = max(most, pending.popleft().result())
+                while pending:
+                    most = max(most, pending.popleft().result())
+            finally:
+                for future in pending:  # after a failure: nothing more to start
+                    future.cancel()
+        return most
+
+
+def _batches(meta: ArrayMeta, unit: tuple[int, ...], size: int) -> Iterator[list[Coords]]:
+    """The read units of `meta` in C order, `size` at a time (never all at once: there may be millions)."""
+    grid = tuple(-(-s // c) for s, c in zip(meta.shape, unit, strict=True))
+    all_coords = itertools.product(*(range(n) for n in grid))
+    while batch := list(itertools.islice(all_coords, size)):
+        yield batch
+
+
+def _elements(meta: ArrayMeta, source: ChunkSource, batch: list[Coords],
+              ) -> Iterator[tuple[Coords, tuple[int, ...], np.ndarray]]:
+    """(coords, read unit shape, its elements inside the array) of each unit of `batch`; a missing
+    unit gives the fill value."""
+    unit = source.read_shape
+    for coords, outcome in source.load_many(batch):
+        if isinstance(outcome, ZarrfsError):
+            raise outcome
+        inside = _inside(coords, unit, meta.shape)
+        if outcome is None:
+            # the 0-d object fill itself: np.full of a bytes value would drop its trailing NULs
+            yield coords, unit, np.full(tuple(s.stop for s in inside), meta.fill_value, object)
+        else:
+            yield coords, unit, outcome[(*inside, ...)]  # a view, also of a 0-d chunk
