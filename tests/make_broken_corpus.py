@@ -271,7 +271,7 @@ def unknown_extensions(dialect: Dialect) -> Iterator[tuple[str, dict[str, Any], 
         yield "unknown-compressor", {**doc(), "compressor": {"id": "nosuchcodec"}}, ("nosuchcodec",)
         yield "unknown-filter", {**doc(), "filters": [{"id": "nosuchfilter"}]}, ("nosuchfilter",)
         yield "pickle-codec", {**doc(), "compressor": {"id": "pickle"}}, ("pickle",)
-        yield "object-dtype", {**doc(), "dtype": "|O", "filters": [{"id": "vlen-utf8"}]}, ("variable-length",)
+        yield "object-dtype", {**doc(), "dtype": "|O", "filters": None}, ("object codec",)
     elif dialect.name == "v3":
         yield "unknown-codec", {**doc(), "codecs": [{"name": "bytes"}, {"name": "nosuchcodec"}]}, ("nosuchcodec",)
         yield "unknown-codec-optional", {**doc(), "codecs": [{"name": "bytes"}, {
@@ -282,7 +282,7 @@ def unknown_extensions(dialect: Dialect) -> Iterator[tuple[str, dict[str, Any], 
         yield "unknown-grid", {**doc(), "chunk_grid": {"name": "rectilinear", "configuration": {}}}, ("rectilinear",)
         yield "unknown-data-type", {**doc(), "data_type": "int3"}, ("int3",)
         yield "vlen-string", {**doc(), "data_type": "string", "fill_value": "",
-                              "codecs": [{"name": "vlen-utf8"}]}, ("string",)
+                              "codecs": [{"name": "bytes"}]}, ("variable-length",)
     elif dialect.name == "zp2":
         yield "unknown-compressor", {**doc(), "compressor": {
             "codec": "https://purl.org/zarr/spec/codec/nosuch/1.0", "configuration": {}}}, ("nosuch",)

@@ -127,7 +127,9 @@ BAD_METADATA: list[tuple[str, int, Any, type[ZarrfsError], tuple[str, ...]]] = [
     ("v2-chunk-overflow", 2, v2(shape=[4, 6], chunks=[2**40, 2**40], dtype="<i8"), MetadataError, ("2**63",)),
     ("v2-unknown-compressor", 2, v2(compressor={"id": "nosuchcodec"}), UnknownCodecError, ("nosuchcodec",)),
     ("v2-unknown-filter", 2, v2(filters=[{"id": "nosuchfilter"}]), UnknownCodecError, ("nosuchfilter",)),
-    ("v2-object-dtype", 2, v2(dtype="|O", filters=[{"id": "vlen-utf8"}]), UnsupportedError, ("variable-length",)),
+    ("v2-object-without-object-codec", 2, v2(dtype="|O"), UnsupportedError, ("object codec",)),
+    ("v2-object-vlen-array", 2, v2(dtype="|O", filters=[{"id": "vlen-array", "dtype": "<i4"}]), UnsupportedError,
+     ("vlen-array",)),
     ("v2-pickle-compressor", 2, v2(compressor={"id": "pickle"}), UnsupportedError, ("pickle",)),
     ("v2-pickle-object", 2, v2(dtype="|O", filters=[{"id": "pickle"}]), UnsupportedError, ()),
     ("v2-zero-size-dtype", 2, v2(dtype="|S0"), UnsupportedError, ("zero-size",)),
@@ -167,8 +169,8 @@ BAD_METADATA: list[tuple[str, int, Any, type[ZarrfsError], tuple[str, ...]]] = [
      ("nosuch",)),
     ("v3-pickle", 3, v3(codecs=[{"name": "bytes"}, {"name": "numcodecs.pickle"}]), UnsupportedError, ("pickle",)),
     ("v3-unknown-data-type", 3, v3(data_type="int3"), UnsupportedError, ("int3",)),
-    ("v3-string-data-type", 3, v3(data_type="string", fill_value="", codecs=[{"name": "vlen-utf8"}]),
-     UnsupportedError, ("string",)),
+    ("v3-string-with-bytes-codec", 3, v3(data_type="string", fill_value="", codecs=[{"name": "bytes"}]),
+     UnsupportedError, ("variable-length",)),
     ("v3-unknown-chunk-grid", 3, v3(chunk_grid={"name": "rectilinear", "configuration": {}}), UnsupportedError,
      ("rectilinear",)),
     ("v3-unknown-key-encoding", 3, v3(chunk_key_encoding={"name": "hashed"}), UnsupportedError, ("hashed",)),
@@ -244,7 +246,9 @@ def test_missing_node_is_not_found(tmp_path: Path, open_engine: Callable[[Path],
 
 
 @pytest.mark.parametrize("zarr_format", [2, 3])
-def test_vlen_arrays_are_broken_children(zarr_format: int, tmp_path: Path, open_engine: Callable[[Path], Engine]) -> None:
+def test_vlen_arrays_are_served_at_a_fixed_width(zarr_format: int, tmp_path: Path,
+                                                 open_engine: Callable[[Path], Engine]) -> None:
+    """Variable-length arrays are no longer refused (issue 14; tests/test_vlen.py tests them in depth)."""
     store = tmp_path / "s.zarr"
     with quiet():
         group = zarr.open_group(str(store), mode="w", zarr_format=zarr_format)
@@ -255,9 +259,9 @@ def test_vlen_arrays_are_broken_children(zarr_format: int, tmp_path: Path, open_
     engine = open_engine(store)
     children = {child.name: child for child in engine.hierarchy.children("")}
     assert sorted(children) == ["blobs", "numbers", "text"]
-    for name in ("blobs", "text"):
-        assert children[name].node is None
-        assert_error(children[name].error, UnsupportedError, str(store), f"/{name}")
+    assert all(child.error is None for child in children.values())
+    assert engine.reader("text").read(0, 36) == np.array(["a", "bb", "ccc"], "<U3").tobytes()
+    assert engine.reader("blobs").read(0, 2) == b"x\0"
     reader = engine.reader("numbers")
     assert reader.read(0, 6) == np.array([1, 2, 3], "<u2").tobytes()
 

@@ -15,6 +15,7 @@ what zarr-python 3.2+ writes.
 
 from __future__ import annotations
 
+import base64
 import itertools
 import json
 import subprocess
@@ -36,7 +37,23 @@ class Written:
     ok: bool
     stage: str | None  # "write" or "read" when zarr-python refused
     error: str | None
-    expected: np.ndarray | None  # zarr-python's read of the whole array
+    expected: np.ndarray | None  # zarr-python's read of the whole array (an object array for str/bytes)
+
+
+def save_objects(path: str, array: np.ndarray) -> None:
+    """An object array of str or bytes as the writer's JSON (bytes as base64)."""
+    flat = array.reshape(-1).tolist()
+    kind = "bytes" if flat and isinstance(flat[0], bytes) else "str"
+    values = [base64.b64encode(v).decode("ascii") for v in flat] if kind == "bytes" else flat
+    Path(path).write_text(json.dumps({"kind": kind, "shape": list(array.shape), "values": values}))
+
+
+def load_objects(path: Path) -> np.ndarray:
+    doc = json.loads(path.read_text())
+    values = doc["values"] if doc["kind"] == "str" else [base64.b64decode(v) for v in doc["values"]]
+    out = np.empty(len(values), object)
+    out[:] = values
+    return out.reshape(doc["shape"])
 
 
 class Writer:
@@ -54,6 +71,7 @@ class Writer:
                         f"run bash scripts/setup.sh")
 
     def write(self, store: Path, name: str, create: dict[str, Any], *, data: np.ndarray | None = None,
+              values: np.ndarray | None = None,
               region: list[tuple[int, int]] | None = None, metadata: dict[str, Any] | None = None,
               config: dict[str, Any] | None = None) -> Written:
         n = next(self._names)
@@ -63,11 +81,18 @@ class Writer:
             job["data"] = str(self.scratch / f"data-{n}.npy")
             np.save(job["data"], data, allow_pickle=False)
             job["region"] = [list(r) for r in region] if region else None
+        if values is not None:  # strings or bytes (an object array)
+            job["values"] = str(self.scratch / f"values-{n}.json")
+            save_objects(job["values"], values)
+            job["region"] = [list(r) for r in region] if region else None
         assert self.process.stdin is not None
         self.process.stdin.write(json.dumps(job) + "\n")
         self.process.stdin.flush()
         answer = json.loads(self._line())
-        expected = np.load(job["expected"]) if answer["ok"] else None
+        expected = None
+        if answer["ok"]:
+            objects_file = Path(job["expected"] + ".json")
+            expected = load_objects(objects_file) if objects_file.exists() else np.load(job["expected"])
         return Written(answer["ok"], answer.get("stage"), answer.get("error"), expected)
 
     def _line(self) -> str:

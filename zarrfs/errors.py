@@ -45,6 +45,12 @@ class UnsupportedError(ZarrfsError):
     errno = _errno.ENOTSUP
 
 
+class TooLargeError(UnsupportedError):
+    """A file would be larger than a configured bound allows (a variable-length array at its width)."""
+
+    errno = _errno.EFBIG
+
+
 class StoreError(ZarrfsError):
     """The store failed to answer (I/O error, timeout, refused connection)."""
 

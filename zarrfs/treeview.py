@@ -36,13 +36,14 @@ def _array_line(meta: ArrayMeta) -> str:
     info = meta.describe()
     parts = [
         f"shape={tuple(meta.shape)}",
-        f"dtype={info['dtype']}",
+        f"dtype=vlen-{meta.vlen}" if meta.vlen else f"dtype={info['dtype']}",
         f"chunks={tuple(info['chunk_shape'])}",
     ]
     if info["shard_shape"]:
         parts.append(f"shards={tuple(info['shard_shape'])}")
     parts += [f"codecs={_codec_names(info['codecs'])}", f"fill={info['fill_value']!r}",
-              f"size={human_size(meta.nbytes)}"]
+              # a vlen array's size is known only once its width is (engine/vlen.py): tree reads no chunks
+              "size=variable (served as .npy and .json)" if meta.vlen else f"size={human_size(meta.nbytes)}"]
     if meta.dimension_names:
         parts.append("dims=" + ",".join(str(n) for n in meta.dimension_names))
     return "  ".join(parts)

@@ -2,7 +2,9 @@
 
 An array `N` in group `P` appears as `P/N.npy`, `P/N.raw` with its header
 sidecars `P/N.raw.hdr`, `P/N.mhd`, `P/N.nhdr`, `P/N.tif`, `P/N.json` (the
-enabled formats that can express it). Each directory also has
+enabled formats that can express it); a string or bytes array as `P/N.npy`
+and `P/N.json` only, sized the first time they are asked about (the one
+exception to "sizes from metadata": see engine/vlen.py). Each directory also has
 `.group.json` with the group's metadata and attributes. A SOURCE that is a
 single array appears in the mount root under the store's name. Names are
 decided from metadata alone; the only chunks read are those of small 1-D
@@ -25,7 +27,8 @@ from .engine.engine import Engine
 from .engine.reader import ArrayReader, ReadStream
 from .errors import IsDirectoryError, NotFoundError
 from .formats import FORMATS, json_document
-from .formats.base import Layout
+from .formats.base import DeferredLayout, Layout
+from .formats.vlen import VLEN_SUFFIXES, vlen_document, vlen_npy_layout
 from .model.meta import ArrayMeta, GroupMeta
 
 log = logging.getLogger(__name__)
@@ -42,7 +45,7 @@ class DirEntry:
 
 @dataclass(frozen=True)
 class FileEntry:
-    layout: Layout
+    layout: Layout | DeferredLayout  # deferred: the files of variable-length arrays (formats/vlen.py)
     array_path: str | None = None  # None for files made of metadata alone
     suffix: str = ""
 
@@ -172,6 +175,8 @@ class VirtualTree:
         return self._semantics.of(meta)
 
     def _array_files(self, name: str, meta: ArrayMeta) -> dict[str, Entry]:
+        if meta.vlen:
+            return self._vlen_files(name, meta)
         files: dict[str, Entry] = {}
         semantics = self.semantics(meta)
         for suffix in self.suffixes:
@@ -183,3 +188,20 @@ class VirtualTree:
             if layout is not None:
                 files[name + suffix] = FileEntry(layout, meta.path, suffix)
         return files
+
+    def _vlen_files(self, name: str, meta: ArrayMeta) -> dict[str, Entry]:
+        """`N.npy` and `N.json` of a variable-length array, sized when first asked (engine/vlen.py)."""
+        engine = self.engine
+        semantics = self.semantics(meta)
+
+        def npy() -> Layout:
+            return vlen_npy_layout(engine.vlen.fixed(meta).meta)
+
+        def document() -> Layout:
+            fixed = engine.vlen.fixed(meta)
+            return Layout(json_document(vlen_document(meta, semantics, fixed.width, fixed.meta.nbytes,
+                                                      lambda: engine.vlen.objects(meta))), 0)
+
+        builders = {".npy": (npy, meta.path), ".json": (document, None)}
+        return {name + suffix: FileEntry(DeferredLayout(builders[suffix][0]), builders[suffix][1], suffix)
+                for suffix in VLEN_SUFFIXES if suffix in self.suffixes}

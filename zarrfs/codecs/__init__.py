@@ -9,12 +9,13 @@
     scale_offset.py  scale_offset
     cast_value.py    cast_value
     sharding.py      sharding_indexed
+    vlen.py          vlen-utf8, vlen-bytes; v2 object codecs; fixed-width chunks of vlen arrays
 
 Importing the package imports every family, so that each has registered its
 names before any metadata is parsed.
 """
 
-from . import cast_value, elements, scale_offset, sharding, via_numcodecs  # noqa: F401  (registration)
+from . import cast_value, elements, scale_offset, sharding, via_numcodecs, vlen  # noqa: F401  (registration)
 from .pipeline import ChunkCodec, V2ChunkCodec, V3ChunkCodec, parse_codecs
 from .registry import UnknownCodecError, numcodecs_codec
 

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import bz2
 import lzma
+import math
 import struct
 import zlib
 from typing import Any
 
+import numpy as np
 from numcodecs.abc import Codec
 from numcodecs.compat import ensure_contiguous_ndarray
 
@@ -27,9 +29,20 @@ _EXPANSION_FACTOR = 8
 _EXPANSION_SLACK = 1 << 20
 
 
+# A chunk of variable-length elements has no size in metadata: the stages before its
+# vlen codec may emit up to this much (or the fixed-size bound, if larger).
+VLEN_PAYLOAD_BOUND = 256 << 20
+
+
 def output_bound(chunk_nbytes: int) -> int:
     """Most bytes any stage may emit while decoding a chunk of `chunk_nbytes`."""
     return chunk_nbytes * _EXPANSION_FACTOR + _EXPANSION_SLACK
+
+
+def chunk_output_bound(shape: tuple[int, ...], dtype: np.dtype) -> int:
+    """`output_bound` of a chunk of `shape` and `dtype`; object (vlen) chunks get VLEN_PAYLOAD_BOUND."""
+    nbytes = output_bound(math.prod(shape) * dtype.itemsize)
+    return max(nbytes, VLEN_PAYLOAD_BOUND) if dtype.hasobject else nbytes
 
 
 def decode_bytes(codec: Codec, data: bytes | memoryview, limit: int) -> memoryview:

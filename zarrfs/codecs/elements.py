@@ -7,7 +7,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from ..errors import MetadataError
+from ..errors import MetadataError, UnsupportedError
 from ..model.dtypes import with_byte_order
 from .registry import check_keys, register
 from .spec import ChunkSpec, view_as_chunk
@@ -29,6 +29,9 @@ class BytesCodec:
     @classmethod
     def from_config(cls, name: str, config: dict[str, Any], spec: ChunkSpec, where: str) -> BytesCodec:
         check_keys(name, config, {"endian"}, where)
+        if spec.dtype.hasobject:
+            raise UnsupportedError(f"{where}: codec {name!r} cannot encode variable-length elements "
+                                   f"(vlen-utf8 or vlen-bytes can)")
         endian = config.get("endian")
         if endian not in (None, "little", "big"):
             raise MetadataError(f"{where}: bytes codec endian must be 'little' or 'big', got {endian!r}")

@@ -16,10 +16,10 @@ import numpy as np
 from numcodecs.abc import Codec
 
 from ..errors import ChunkError, MetadataError
-from .bounds import decode_bytes, output_bound
+from .bounds import chunk_output_bound, decode_bytes
 from .elements import BytesCodec
 from .registry import lookup, named
-from .spec import ChunkSpec, view_as_chunk
+from .spec import ChunkSpec, as_objects, view_as_chunk
 
 
 class ChunkCodec(Protocol):
@@ -62,13 +62,17 @@ class V2ChunkCodec:
     order: str = "C"
 
     def decode(self, data: bytes, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
-        nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
-        limit = output_bound(nbytes)
+        limit = chunk_output_bound(shape, dtype)
         buf: Any = data
         stages = ([self.compressor] if self.compressor is not None else []) + list(reversed(self.filters))
+        # An object array's first filter (its object codec) turns bytes into elements: it runs last,
+        # unbounded by `decode_bytes` (its input is bounded) and its output is not bytes to view.
+        object_codec = stages.pop() if dtype.hasobject else None
         try:
             for codec in stages:
                 buf = decode_bytes(codec, buf, limit)
+            if object_codec is not None:
+                return as_objects(object_codec.decode(buf), shape, self.order)
         except ChunkError:
             raise
         except Exception as exc:  # numcodecs raises anything from RuntimeError to numpy errors
@@ -99,7 +103,7 @@ class V3ChunkCodec:
         for codec in self.array_codecs:
             representations.append(codec.encoded_representation(*representations[-1]))
         encoded_shape, encoded_dtype = representations[-1]
-        limit = output_bound(int(np.prod(encoded_shape, dtype=np.int64)) * encoded_dtype.itemsize)
+        limit = chunk_output_bound(encoded_shape, encoded_dtype)
         buf: Any = data
         for codec in reversed(self.bytes_codecs):
             buf = codec.decode(buf, limit)

@@ -23,6 +23,8 @@ from .spec import ChunkSpec
 
 # Codecs that would execute code from the store when decoding.
 _NEVER_DECODE = {"pickle"}
+# numcodecs registers these only when the package they need is installed.
+_NEEDS_PACKAGE = {"msgpack2": "msgpack"}
 
 
 class UnknownCodecError(UnsupportedError):
@@ -111,7 +113,8 @@ def numcodecs_codec(config: dict[str, Any], where: str) -> Codec:
     try:
         return numcodecs.get_codec(dict(config))
     except numcodecs.errors.UnknownCodecError as exc:
-        raise UnknownCodecError(f"{where}: unknown codec {codec_id!r}") from exc
+        needs = f" (it needs the {_NEEDS_PACKAGE[codec_id]} package)" if codec_id in _NEEDS_PACKAGE else ""
+        raise UnknownCodecError(f"{where}: unknown codec {codec_id!r}{needs}") from exc
     except Exception as exc:  # a codec's constructor raises whatever its checks raise
         raise MetadataError(f"{where}: bad configuration of codec {codec_id!r}: {type(exc).__name__}: {exc}") \
             from exc

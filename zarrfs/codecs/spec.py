@@ -38,6 +38,18 @@ def view_as_chunk(buf: Any, shape: tuple[int, ...], dtype: np.dtype, order: str 
     return flat.view(dtype).reshape(shape, order=order)
 
 
+def as_objects(decoded: Any, shape: tuple[int, ...], order: str = "C") -> np.ndarray:
+    """An object codec's output (vlen, json2, msgpack2) as an object chunk of `shape`.
+
+    json2 may give a `<U` array: the elements are converted to Python objects either way.
+    """
+    array = np.asarray(decoded)
+    count = int(np.prod(shape, dtype=np.int64))
+    if array.size != count:
+        raise ChunkError(f"decoded to {array.size} elements, expected {count} for a {shape} chunk")
+    return array.astype(object, copy=False).reshape(shape, order=order)
+
+
 def json_scalar(value: Any, dtype: np.dtype, what: str, where: str) -> Any:
     """A scalar in the fill-value JSON encoding of `dtype` (int or float), as a Python number."""
     if dtype.kind in "iu":

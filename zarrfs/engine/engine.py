@@ -16,6 +16,7 @@ from .cache import ChunkCache
 from .chunks import make_source
 from .direct import ChunkFiles
 from .reader import ArrayReader
+from .vlen import VlenArrays
 
 
 def pool_size(options: EngineOptions, store: Store) -> int:
@@ -33,6 +34,7 @@ class Engine:
         # The pool may be larger than `workers` (threads waiting on requests); decoding stays at `workers`.
         self._decode_slots = threading.BoundedSemaphore(self.options.workers)
         self.files = ChunkFiles()
+        self.vlen = VlenArrays(store, self.cache, self._decode_slots, pool_size(self.options, store))
         self._readers: dict[str, ArrayReader] = {}
         self._lock = threading.Lock()
 
@@ -47,13 +49,18 @@ class Engine:
         meta = self.hierarchy.node(path)
         if not isinstance(meta, ArrayMeta):
             raise NotFoundError(f"{self.store.display_name}: /{path} is a group, not an array")
+        vlen = meta if meta.vlen else None
+        if vlen is not None:  # served at its fixed width, found by reading it once
+            meta = self.vlen.fixed(vlen).meta
         with self._lock:
             found = self._readers.get(path)
         # With a metadata TTL a refreshed array is a new node: it gets a new reader
         # (and new cache keys), never chunks decoded for the old shape.
         if found is not None and found.meta is meta:
             return found
-        reader = ArrayReader(make_source(self.store, meta, self.cache, self._decode_slots), self.cache,
+        source = self.vlen.source(vlen) if vlen is not None else \
+            make_source(self.store, meta, self.cache, self._decode_slots)
+        reader = ArrayReader(source, self.cache,
                              timeout=max(self.options.read_timeout, self.options.store.worst_case_seconds()),
                              files=self.files)
         with self._lock:

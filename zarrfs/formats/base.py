@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -104,3 +105,33 @@ class PlanePermutedLayout(Layout):
                 start = run_stop
 
         return read_file_region
+
+
+class DeferredLayout:
+    """A layout built the first time it is needed (its size asked, or a read).
+
+    For the files whose size metadata cannot tell (variable-length arrays,
+    see engine/vlen.py): listing a directory builds these without reading
+    anything. `build` runs once; a failure is raised to the caller and the
+    next call tries again (a store may fail only for a while).
+    """
+
+    def __init__(self, build: Callable[[], Layout]) -> None:
+        self._build = build
+        self._layout: Layout | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def layout(self) -> Layout:
+        if self._layout is None:
+            with self._lock:
+                if self._layout is None:
+                    self._layout = self._build()
+        return self._layout
+
+    @property
+    def size(self) -> int:
+        return self.layout.size
+
+    def read_into(self, offset: int, out: np.ndarray, read_region: Callable[[int, int, np.ndarray], Any]) -> int:
+        return self.layout.read_into(offset, out, read_region)

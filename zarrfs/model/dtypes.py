@@ -46,7 +46,9 @@ OPAQUE_ITEMSIZE = {
     "complex_bfloat16": 4, "complex_float16": 4,
     **{f"complex_{name}": 2 for name in _FLOAT8},
 }
-_VARIABLE_LENGTH = {"string", "bytes", "variable_length_bytes", "vlen-utf8", "vlen-bytes"}
+# Variable-length v3 types -> the kind of element ("str" or "bytes"); their dtype is numpy's
+# object dtype, served at a fixed width found by reading the array (see engine/vlen.py).
+VLEN_V3_TYPES = {"string": "str", "bytes": "bytes", "variable_length_bytes": "bytes"}
 
 
 def with_byte_order(dtype: np.dtype, order: str) -> np.dtype:
@@ -71,8 +73,11 @@ def explicit_byte_order(dtype: np.dtype) -> np.dtype:
     return dtype
 
 
-def parse_typestr(value: Any, where: str) -> np.dtype:
-    """A v1/v2 (and zp2-draft) dtype: typestr or structured list."""
+def parse_typestr(value: Any, where: str, *, allow_object: bool = False) -> np.dtype:
+    """A v1/v2 (and zp2-draft) dtype: typestr or structured list.
+
+    `|O` is refused unless `allow_object` (v2, whose object codec says what the elements are).
+    """
     try:
         if isinstance(value, str):
             dtype = np.dtype(value)
@@ -82,7 +87,8 @@ def parse_typestr(value: Any, where: str) -> np.dtype:
             raise MetadataError(f"{where}: dtype must be a string or a list, got {value!r}")
     except (TypeError, ValueError) as exc:
         raise MetadataError(f"{where}: invalid dtype {value!r}: {exc}") from exc
-    check_fixed_size(dtype, where)
+    if not (allow_object and dtype == np.dtype(object)):
+        check_fixed_size(dtype, where)
     return dtype
 
 
@@ -111,8 +117,8 @@ def parse_v3_data_type(value: Any, where: str) -> np.dtype:
         return np.dtype(_V3_SIMPLE[name])
     if name in OPAQUE_ITEMSIZE:
         return np.dtype(f"V{OPAQUE_ITEMSIZE[name]}")
-    if name in _VARIABLE_LENGTH:
-        raise UnsupportedError(f"{where}: data type {name!r} is variable-length; it has no fixed byte layout")
+    if name in VLEN_V3_TYPES:
+        return np.dtype(object)
     if name.startswith("r") and name[1:].isdigit():
         bits = int(name[1:])
         if bits <= 0 or bits % 8:
@@ -280,6 +286,36 @@ def _fill(dtype: np.dtype, value: Any, v3: bool) -> np.ndarray:
     if kind == "V":
         return _fill_from_bytes(dtype, _decode_bytes(value))
     raise TypeError(f"unsupported dtype kind {kind!r}")
+
+
+def vlen_fill(kind: str, value: Any, where: str) -> np.ndarray:
+    """The fill value of a variable-length array ("str" or "bytes" elements) as a 0-d object array.
+
+    `null` (and v2's `0`) mean the empty element, as in zarr-python. Strings are plain JSON
+    strings (zarr-python 3 also reads numbers as their text); bytes are base64 (v3, and what
+    zarr-python 3 writes in v2) or a list of byte values, and a v2 string that is not base64 is
+    taken as its UTF-8 bytes (zp2 tolerated such values for `S`). zarr-python 2 wrote object
+    fill values through the object codec, base64-encoded: zarr-python 3 reads those as plain
+    strings, and so does zarrfs.
+    """
+    out = np.empty((), object)
+    try:
+        if value is None or value == 0 and not isinstance(value, bool):
+            out[()] = "" if kind == "str" else b""
+        elif kind == "str":
+            if isinstance(value, (dict, list, bool)):
+                raise ValueError("a string is expected")
+            out[()] = str(value)
+        elif isinstance(value, str):
+            try:
+                out[()] = base64.b64decode(value.encode("ascii"), validate=True)
+            except (ValueError, base64.binascii.Error):
+                out[()] = value.encode("utf-8")
+        else:
+            out[()] = _decode_bytes(value)
+    except (TypeError, ValueError) as exc:
+        raise MetadataError(f"{where}: fill_value {value!r} does not fit variable-length {kind}: {exc}") from exc
+    return out
 
 
 def _float(value: Any) -> float:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from ..errors import MetadataError
+from ..errors import MetadataError, UnsupportedError
 
 SIZE_VARIABLE = "ZARRFS_MAX_METADATA_SIZE"
 DEFAULT_MAX_DOCUMENT_BYTES = 32 << 20
@@ -33,12 +33,7 @@ MAX_JSON_DEPTH = 128
 
 def max_document_bytes() -> int:
     """The size bound in force: `ZARRFS_MAX_METADATA_SIZE` (e.g. 256M) or the default."""
-    text = os.environ.get(SIZE_VARIABLE)
-    if not text:
-        return DEFAULT_MAX_DOCUMENT_BYTES
-    from ..options import parse_size  # options imports nothing of ours but errors
-
-    return parse_size(text)
+    return _size_from_env(SIZE_VARIABLE, DEFAULT_MAX_DOCUMENT_BYTES)
 
 
 def check_document_size(nbytes: int, where: str) -> None:
@@ -82,3 +77,54 @@ def bounded_children(names: list[str], where: str) -> tuple[list[str], str | Non
         f"{where}: the group has {len(names)} children; listing the first {limit} in name order. "
         f"Raise the bound with the environment variable {CHILDREN_VARIABLE} (e.g. {CHILDREN_VARIABLE}="
         f"{len(names)}; each listed array costs about 5 KiB of memory)")
+
+
+# ------------------------------------------------ variable-length arrays
+#
+# A string or bytes array is served at a fixed width n (its longest element), which only
+# reading the whole array can tell (engine/vlen.py). Three bounds keep that affordable:
+# the scan itself (elements decoded into Python objects, ~1 s per million), the fixed-width
+# .npy it produces (one long element widens every element), and the values put into .json.
+
+VLEN_ELEMENTS_VARIABLE = "ZARRFS_MAX_VLEN_ELEMENTS"
+DEFAULT_MAX_VLEN_ELEMENTS = 10_000_000
+VLEN_SIZE_VARIABLE = "ZARRFS_MAX_VLEN_SIZE"
+DEFAULT_MAX_VLEN_BYTES = 4 << 30
+VLEN_JSON_VARIABLE = "ZARRFS_MAX_VLEN_JSON_SIZE"
+DEFAULT_MAX_VLEN_JSON_BYTES = 16 << 20
+
+
+def _size_from_env(variable: str, default: int) -> int:
+    text = os.environ.get(variable)
+    if not text:
+        return default
+    from ..options import parse_size  # options imports nothing of ours but errors
+
+    return parse_size(text)
+
+
+def max_vlen_elements() -> int:
+    """Most elements of a variable-length array that zarrfs scans: `ZARRFS_MAX_VLEN_ELEMENTS` or the default."""
+    text = os.environ.get(VLEN_ELEMENTS_VARIABLE, "")
+    return int(text) if text.isdigit() and int(text) > 0 else DEFAULT_MAX_VLEN_ELEMENTS
+
+
+def max_vlen_bytes() -> int:
+    """Largest fixed-width element region of a vlen array's .npy: `ZARRFS_MAX_VLEN_SIZE` (e.g. 8G) or the default."""
+    return _size_from_env(VLEN_SIZE_VARIABLE, DEFAULT_MAX_VLEN_BYTES)
+
+
+def max_vlen_json_bytes() -> int:
+    """A vlen array's .json lists its values when its fixed-width size is at most this:
+    `ZARRFS_MAX_VLEN_JSON_SIZE` or the default."""
+    return _size_from_env(VLEN_JSON_VARIABLE, DEFAULT_MAX_VLEN_JSON_BYTES)
+
+
+def check_vlen_elements(count: int, where: str) -> None:
+    """Refuse (at metadata time, so the array is listed with this reason) a vlen array too large to scan."""
+    limit = max_vlen_elements()
+    if count > limit:
+        raise UnsupportedError(
+            f"{where}: variable-length array of {count} elements, more than the {limit} zarrfs reads to find its "
+            f"width; if that is affordable, raise the bound with the environment variable {VLEN_ELEMENTS_VARIABLE} "
+            f"(e.g. {VLEN_ELEMENTS_VARIABLE}={count})")

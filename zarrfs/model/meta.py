@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import math
 from collections.abc import Callable
@@ -40,6 +41,10 @@ class ArrayMeta:
     # A registered data type numpy has no type for ("bfloat16", "int4", ...): `dtype` is then
     # void of its stored size, and the array is served as its stored bytes only (.raw, .json).
     opaque_type: str | None = None
+    # Variable-length elements: "str" or "bytes" (`dtype` is then numpy's object dtype and
+    # `fill_value` a 0-d object array). Such an array has no byte layout until the engine
+    # finds its width (engine/vlen.py); its files are .npy and .json only.
+    vlen: str | None = None
 
     @property
     def ndim(self) -> int:
@@ -70,8 +75,9 @@ class ArrayMeta:
             "codecs": self.codec.describe(),
             "fill_value": fill_json(self.fill_value),
             "dimension_names": list(self.dimension_names) if self.dimension_names else None,
-            "nbytes": self.nbytes,
+            "nbytes": None if self.vlen else self.nbytes,
             "attributes": self.attributes,
+            **({"vlen": self.vlen} if self.vlen else {}),
         }
 
 
@@ -93,6 +99,8 @@ def dtype_json(dtype: np.dtype) -> Any:
 def fill_json(fill: np.ndarray) -> Any:
     """The fill value as plain JSON (NaN/Infinity as strings, bytes as lists)."""
     value = fill.item()
+    if isinstance(value, bytes) and fill.dtype.hasobject:  # a vlen bytes fill: base64, as v3 writes it
+        return base64.standard_b64encode(value).decode("ascii")
     if isinstance(value, float) and not math.isfinite(value):
         return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
     if isinstance(value, complex):

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
 from numcodecs.abc import Codec
 
 from ..codecs import V2ChunkCodec, numcodecs_codec
+from ..codecs.vlen import object_codec_kind
 from ..errors import MetadataError, UnsupportedError
-from .dtypes import explicit_byte_order, fill_array, parse_typestr
+from .dtypes import explicit_byte_order, fill_array, parse_typestr, vlen_fill
+from .limits import check_vlen_elements
 from .meta import (
     ArrayMeta,
     ChunkKeyFn,
@@ -30,12 +33,12 @@ def v2_chunk_key(prefix: str, separator: str) -> ChunkKeyFn:
 
 def _common_fields(doc: dict[str, Any], version: int, where: str) -> tuple[tuple[int, ...], tuple[int, ...],
                                                                           np.dtype, str]:
-    """(shape, chunks, dtype, order): the fields v1 `meta` and v2 `.zarray` share."""
+    """(shape, chunks, dtype, order): the fields v1 `meta` and v2 `.zarray` share (v2 allows `|O`)."""
     if doc.get("zarr_format") != version:
         raise MetadataError(f"{where}: zarr_format must be {version}, got {doc.get('zarr_format')!r}")
     shape = parse_shape(require(doc, "shape", list, where), "shape", where, positive=False)
     chunks = parse_shape(require(doc, "chunks", list, where), "chunks", where, positive=True)
-    dtype = explicit_byte_order(parse_typestr(doc.get("dtype"), where))
+    dtype = explicit_byte_order(parse_typestr(doc.get("dtype"), where, allow_object=version == 2))
     check_sizes(shape, chunks, dtype, where)
     order = doc.get("order", "C")
     if order not in ("C", "F"):
@@ -52,18 +55,24 @@ def parse_v2_array(doc: Any, path: str, prefix: str, attributes: dict[str, Any],
         raise MetadataError(f"{where}: dimension_separator must be '.' or '/', got {separator!r}")
     compressor = _codec_or_none(doc.get("compressor"), f"{where}: compressor")
     filters = _filters(doc.get("filters"), f"{where}: filters")
+    vlen = None
+    if dtype.hasobject:  # variable-length elements: the object codec (filters[0]) says which kind
+        vlen = object_codec_kind(filters, f"{where}: filters")
+        check_vlen_elements(math.prod(shape), where)
     return ArrayMeta(
         path=path,
         zarr_format="2",
         shape=shape,
         dtype=dtype,
         chunk_shape=chunks,
-        fill_value=fill_array(dtype, doc.get("fill_value"), where),
+        fill_value=vlen_fill(vlen, doc.get("fill_value"), where) if vlen else
+        fill_array(dtype, doc.get("fill_value"), where),
         codec=V2ChunkCodec(compressor, filters, order),
         chunk_key=v2_chunk_key(prefix, separator),
         attributes=attributes,
         dimension_names=_xarray_dimensions(attributes, len(shape)),
         fill_value_null=doc.get("fill_value") is None,
+        vlen=vlen,
     )
 
 

@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from ..codecs import parse_codecs
 from ..errors import MetadataError, UnsupportedError
 from .dtypes import (
+    VLEN_V3_TYPES,
     fill_array,
     opaque_fill,
     opaque_type_name,
     parse_v3_data_type,
+    vlen_fill,
     with_byte_order,
 )
+from .limits import check_vlen_elements
 from .meta import (
     ArrayMeta,
     ChunkKeyFn,
@@ -66,8 +70,14 @@ def parse_v3_array(doc: Any, path: str, prefix: str, where: str) -> ArrayMeta:
     dtype = with_byte_order(base_dtype, ">" if big_endian else "<")
     check_sizes(shape, chunks, dtype, where)
     opaque = opaque_type_name(data_type)
-    fill = opaque_fill(opaque, doc.get("fill_value"), big_endian, where) if opaque else \
-        fill_array(dtype, doc.get("fill_value"), where, v3=True)
+    vlen = vlen_kind(data_type)
+    if vlen:
+        check_vlen_elements(math.prod(shape), where)
+        fill = vlen_fill(vlen, doc.get("fill_value"), where)
+    elif opaque:
+        fill = opaque_fill(opaque, doc.get("fill_value"), big_endian, where)
+    else:
+        fill = fill_array(dtype, doc.get("fill_value"), where, v3=True)
     transformers = doc.get("storage_transformers") or []
     if not isinstance(transformers, list):
         raise MetadataError(f"{where}: storage_transformers must be a list, got {transformers!r}")
@@ -90,7 +100,14 @@ def parse_v3_array(doc: Any, path: str, prefix: str, where: str) -> ArrayMeta:
         attributes=attributes,
         dimension_names=parse_dimension_names(doc.get("dimension_names"), len(shape), where),
         opaque_type=opaque,
+        vlen=vlen,
     )
+
+
+def vlen_kind(data_type: Any) -> str | None:
+    """"str" or "bytes" for a variable-length `data_type`, else None."""
+    name = data_type if isinstance(data_type, str) else data_type.get("name") if isinstance(data_type, dict) else None
+    return VLEN_V3_TYPES.get(name) if isinstance(name, str) else None
 
 
 def chunk_key_encoding(value: Any, prefix: str, where: str) -> ChunkKeyFn:
