@@ -336,8 +336,8 @@ def test_mount_process_has_no_pickle(tmp_path: Path) -> None:
 
 
 def test_msgpack2_object_codec(tmp_path: Path) -> None:
-    """msgpack2, written with numcodecs (zarr-python 3 neither writes nor reads it); needs `msgpack`."""
-    msgpacks = pytest.importorskip("numcodecs.msgpacks")
+    """msgpack2, written with numcodecs (zarr-python 3 neither writes nor reads it); the test extra has msgpack."""
+    from numcodecs import msgpacks
     codec = msgpacks.MsgPack()
     store = tmp_path / "m.zarr"
     (store / "m").mkdir(parents=True)
