@@ -1,7 +1,7 @@
 """The virtual file tree: groups as directories, each array as a set of files.
 
 An array `N` in group `P` appears as `P/N.npy`, `P/N.raw` with its header
-sidecars `P/N.raw.hdr`, `P/N.mhd`, `P/N.nhdr`, `P/N.tif`, `P/N.json` (the
+sidecars `P/N.raw.hdr`, `P/N.mhd`, `P/N.nhdr`, `P/N.tif`, `P/N.tiled.tif`, `P/N.json` (the
 enabled formats that can express it). Each directory also has
 `.group.json` with the group's metadata and attributes. A SOURCE that is a
 single array appears in the mount root under the store's name. Names are
@@ -23,7 +23,9 @@ from .engine.engine import Engine
 from .errors import NotFoundError
 from .formats import FORMATS, json_document
 from .formats.base import Layout
+from .formats.tiled_tiff import TiledLayout
 from .model.meta import ArrayMeta, GroupMeta
+from .view_tiles import TiledFile, tiled_file
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +41,7 @@ class DirEntry:
 
 @dataclass(frozen=True)
 class FileEntry:
-    layout: Layout
+    layout: Layout | TiledFile
     array_path: str | None = None  # None for files made of metadata alone
     suffix: str = ""
 
@@ -133,6 +135,8 @@ class VirtualTree:
         for suffix in self.suffixes:
             try:
                 layout = FORMATS[suffix](meta, semantics, name)
+                if isinstance(layout, TiledLayout):
+                    layout = tiled_file(self.engine, meta, semantics, layout)
             except Exception:  # a format that cannot express this array must not hide the others
                 log.exception("array /%s: cannot build its %s layout", meta.path, suffix)
                 continue
