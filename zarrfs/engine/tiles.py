@@ -26,15 +26,20 @@ def read_tile_bytes(reader: ArrayReader, grid: TileGrid, sample: np.dtype, start
     `sample` is the file's element type: the array's, in its byte order
     (bool as uint8, the same bytes).
     """
-    tile_nbytes = grid.tile_nbytes
+    tile_nbytes, stride = grid.tile_nbytes, grid.stride
     row_nbytes = grid.tile[1] * grid.itemsize
     blocks: list[Block] = []
     pads: list[tuple[np.ndarray, int, int]] = []  # (tile part, valid rows, valid columns)
     partials: list[tuple[np.ndarray, np.ndarray, int]] = []  # (scratch rows, out piece, skip)
     position = start
     while position < stop:
-        index, within = divmod(position, tile_nbytes)
-        end = min(stop, (index + 1) * tile_nbytes) - index * tile_nbytes
+        index, within = divmod(position, stride)
+        if within >= tile_nbytes:  # the gap after a tile: zeros
+            end = min(stop, (index + 1) * stride) - index * stride
+            out[position - start:position - start + end - within] = 0
+            position += end - within
+            continue
+        end = min(stop, index * stride + tile_nbytes) - index * stride
         first_row, last_row = within // row_nbytes, -(-end // row_nbytes)
         piece = out[position - start:position - start + end - within]
         if within == first_row * row_nbytes and end == last_row * row_nbytes:

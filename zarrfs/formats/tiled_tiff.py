@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import bisect
 import io
+import itertools
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -137,7 +138,12 @@ def _build(grids: list[TileGrid], sample: numpy.dtype, bigtiff: bool, extratags:
                 if resolution is not None:
                     # As in `.tif`: pixels per unit, ResolutionUnit none.
                     extra.update(resolution=resolution, resolutionunit=1)
+            # Placeholder tiles as (bytes, bytecount): tifffile then places tile k
+            # `stride` bytes after tile k-1 (the gap, `model.tiling`) and writes
+            # TileByteCounts of `tile_nbytes`; the one zero object is skipped by the sink.
+            placeholder = (bytes(grid.stride), grid.tile_nbytes)
             writer.write(
+                itertools.repeat(placeholder, grid.pages * grid.tiles_per_page),
                 shape=(grid.pages, grid.height, grid.width) if grid.pages > 1 else (grid.height, grid.width),
                 dtype=sample,
                 tile=grid.tile,
@@ -165,7 +171,7 @@ def _page_regions(sink: _SparseFile, grids: list[TileGrid]) -> list[tuple[int, i
                 ifd = next(pages)
                 offsets, counts = ifd.dataoffsets, ifd.databytecounts  # type: ignore[union-attr]
                 start = offsets[0]
-                expected = range(start, start + grid.page_nbytes, grid.tile_nbytes)
+                expected = range(start, start + grid.page_nbytes, grid.stride)
                 if (len(offsets) != len(expected) or any(a != b for a, b in zip(offsets, expected))
                         or any(c != grid.tile_nbytes for c in counts)):
                     raise RuntimeError(f"tifffile did not write the tiles of page {page} of level {level} in order")
@@ -202,7 +208,7 @@ class _ZeroSkippingSink(_SparseFile):
 
     def write(self, data: bytes | bytearray | memoryview) -> int:
         n = len(data)
-        if data is self._zeros or (n >= 4096 and isinstance(data, bytes) and data.count(0) == n):
+        if data is self._zeros or (isinstance(data, bytes) and data.count(0) == n):
             self._zeros = data
             self._pos += n
             self.size = max(self.size, self._pos)

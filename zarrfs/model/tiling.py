@@ -9,8 +9,13 @@ rounded up to 16: then a tile is exactly one unit when the unit is a
 multiple of 16, and crosses at most 2 x 2 units otherwise.
 
 The tile region of a file is its pages one after the other, each page its
-tiles in row-major order: tile k of page p starts at
-`(p * tiles_per_page + k) * tile_nbytes`.
+tiles in row-major order, each tile followed by `gap` zero bytes: tile k of
+page p starts at `(p * tiles_per_page + k) * stride`. The gap is there
+because readers read past what they asked for (GDAL reads a tile and then
+the next 4-8 KiB, its buffer): without it that over-read lands on the next
+tile, and serving a few bytes of a tile costs decoding its whole chunk.
+Tiles under `16 * TILE_GAP` bytes have no gap: their chunks are cheap, and
+the gap would weigh on the file's size.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from ..codecs.sharding import ShardingCodec
 from .meta import ArrayMeta
 
 TIFF_TILE_MULTIPLE = 16
+TILE_GAP = 64 << 10
 
 
 def read_unit_shape(meta: ArrayMeta) -> tuple[int, ...]:
@@ -80,8 +86,17 @@ class TileGrid:
         return self.tile[0] * self.tile[1] * self.itemsize
 
     @property
+    def gap(self) -> int:
+        return TILE_GAP if self.tile_nbytes >= 16 * TILE_GAP else 0
+
+    @property
+    def stride(self) -> int:
+        """Bytes from one tile's start to the next one's."""
+        return self.tile_nbytes + self.gap
+
+    @property
     def page_nbytes(self) -> int:
-        return self.tiles_per_page * self.tile_nbytes
+        return self.tiles_per_page * self.stride
 
     @property
     def nbytes(self) -> int:
