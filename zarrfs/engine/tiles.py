@@ -115,6 +115,9 @@ class TiledFile:
     layout: TileRegions
     engine: Engine
     paths: tuple[str, ...]
+    # Opened without the page cache: readers read whole tiles at random
+    # places, and kernel readahead past a tile would decode chunks nobody asked for.
+    direct_io: bool = True
 
     @property
     def size(self) -> int:

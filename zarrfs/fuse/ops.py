@@ -172,6 +172,8 @@ class ZarrOperations(mfusepy.Operations):
             fi.direct_io = 1  # a fresh snapshot per open, past the zero st_size
         if not isinstance(entry, FileEntry):
             raise mfusepy.FuseOSError(errno.EISDIR)
+        if getattr(entry.layout, "direct_io", False):
+            fi.direct_io = 1
         reader = self.tree.engine.reader(entry.array_path) if entry.array_path is not None else None
         with self._lock:
             handle = next(self._next_handle)
