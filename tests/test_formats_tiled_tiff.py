@@ -11,6 +11,7 @@ overviews and their pixels, and the georeference of a GDAL-written store.
 from __future__ import annotations
 
 import io
+import shutil
 import subprocess
 import warnings
 from pathlib import Path
@@ -63,6 +64,8 @@ CASES = {
     "stack": ((3, 2, 40, 33), (2, 1, 16, 16), "<i2", {}),
     "bool": ((20, 21), (16, 16), "|b1", {}),
     "gaps-after-1MiB-tiles": ((600, 1100), (512, 512), "<f4", {}),
+    # uncompressed local chunks are copied from their files (engine/direct.py), not decoded
+    "uncompressed-stack": ((3, 40, 50), (2, 16, 32), "<u2", {"compressors": None}),
 }
 
 
@@ -73,7 +76,7 @@ def test_every_byte_is_the_array_in_tiles(case: str, tmp_path: Path) -> None:
     data = (rng.random(shape) * 100).astype(dtype)
     _write(tmp_path / "a.zarr", data, chunks, **extra)
     entry, content = _file_bytes(tmp_path / "a.zarr", "array.tiled.tif")
-    unit = extra.get("shards") and chunks or chunks  # the tile is the (inner) chunk, rounded up to 16
+    unit = chunks  # the tile is the (inner) chunk, rounded up to 16
     with tifffile.TiffFile(io.BytesIO(content)) as tif:
         assert all(page.is_tiled for page in tif.pages)
         assert len(tif.pages) == int(np.prod(shape[:-2]))
@@ -158,3 +161,20 @@ def test_gdal_reads_the_georeference_like_its_own_zarr_driver(case: str, tmp_pat
         assert _epsg(path) == _epsg(str(store)) == srs
         assert served["bands"][0].get("noDataValue") == reference["bands"][0].get("noDataValue")
         np.testing.assert_array_equal(gdal_read(path), data)
+
+
+@pytest.mark.skipif(shutil.which("tiffinfo") is None, reason="libtiff-tools: scripts/install_clients.sh")
+def test_libtiff_reads_the_tiles_and_reduced_pages(tmp_path: Path) -> None:
+    levels = _pyramid(tmp_path / "image.zarr")
+    with mounted(tmp_path / "image.zarr", tmp_path / "mnt", tmp_path / "log") as mount:
+        path = str(mount.root / "s0.tiled.tif")
+        info = subprocess.run(["tiffinfo", path], check=True, capture_output=True, text=True, timeout=120)
+        assert info.stderr == ""
+        assert info.stdout.count("Tile Width: 64 Tile Length: 64") == 3
+        assert info.stdout.count("reduced-resolution image") == 2
+        copy = tmp_path / "copy.tif"  # tiffcp decodes every tile of every page with libtiff
+        subprocess.run(["tiffcp", "-c", "none", "-s", path, str(copy)], check=True, capture_output=True,
+                       timeout=120)
+    with tifffile.TiffFile(copy) as tif:
+        for page, expected in zip(tif.pages, levels, strict=True):
+            np.testing.assert_array_equal(page.asarray(), expected)
