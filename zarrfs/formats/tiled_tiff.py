@@ -122,8 +122,12 @@ def tiled_layout(levels: Sequence[ArrayMeta], semantics: Semantics | None = None
 
 
 def _grid(meta: ArrayMeta, sample: numpy.dtype) -> TileGrid:
+    """Tiles of the read unit's last two dimensions; a unit larger than the image (Zarr allows it)
+    is clipped to the image first, so a 10 x 10 array in 1000 x 1000 chunks is one 16 x 16 tile."""
     unit = read_unit_shape(meta)
-    return TileGrid(meta.shape, (tile_size(unit[-2]), tile_size(unit[-1])), sample.itemsize)
+    height, width = meta.shape[-2:]
+    return TileGrid(meta.shape, (tile_size(min(unit[-2], height)), tile_size(min(unit[-1], width))),
+                    sample.itemsize)
 
 
 def _build(grids: list[TileGrid], sample: numpy.dtype, bigtiff: bool, extratags: tuple,
