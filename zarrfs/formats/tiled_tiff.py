@@ -38,7 +38,7 @@ from zarrfs.conventions.semantics import Semantics
 from zarrfs.formats.tiff import MAX_PAGES, _sample_dtype, _SparseFile, _tags_nbytes
 from zarrfs.formats.tifftags import geotiff_tags, hyperstack, imagej_hints, imagej_letter, semantic_axes
 from zarrfs.model.meta import ArrayMeta
-from zarrfs.model.tiling import TileGrid, read_unit_shape, tile_size
+from zarrfs.model.tiling import TILE_GAP, TileGrid, read_unit_shape, tile_size
 
 # Tile offset and byte-count tables are held in memory (16 bytes per tile in
 # BigTIFF): past this many tiles the file is no container for the array.
@@ -153,6 +153,7 @@ def _build(grids: list[TileGrid], sample: numpy.dtype, bigtiff: bool, extratags:
                 tile=grid.tile,
                 photometric="minisblack",  # never guess RGB from a width of 3 or 4
                 subfiletype=0 if level == 0 else 1,  # 1: reduced resolution, an overview to GDAL
+                align=TILE_GAP if grid.gap else None,  # tiles start a whole gap after their IFD
                 metadata=None,
                 software=False,
                 **extra,

@@ -15,7 +15,11 @@ because readers read past what they asked for (GDAL reads a tile and then
 the next 4-8 KiB, its buffer): without it that over-read lands on the next
 tile, and serving a few bytes of a tile costs decoding its whole chunk.
 Tiles under `16 * TILE_GAP` bytes have no gap: their chunks are cheap, and
-the gap would weigh on the file's size.
+the gap would weigh on the file's size. With a gap, the stride is a
+multiple of `TILE_GAP` and each page's tiles start on a `TILE_GAP`
+boundary: then every IFD (written right after the previous page's tiles,
+so on a boundary too) lies a whole `TILE_GAP` before the tiles that follow
+it, and reading it never touches a tile either.
 """
 
 from __future__ import annotations
@@ -87,12 +91,14 @@ class TileGrid:
 
     @property
     def gap(self) -> int:
-        return TILE_GAP if self.tile_nbytes >= 16 * TILE_GAP else 0
+        return self.stride - self.tile_nbytes
 
     @property
     def stride(self) -> int:
         """Bytes from one tile's start to the next one's."""
-        return self.tile_nbytes + self.gap
+        if self.tile_nbytes < 16 * TILE_GAP:
+            return self.tile_nbytes
+        return -(-(self.tile_nbytes + TILE_GAP) // TILE_GAP) * TILE_GAP
 
     @property
     def page_nbytes(self) -> int:
