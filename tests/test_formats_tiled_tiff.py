@@ -180,3 +180,21 @@ def test_libtiff_reads_the_tiles_and_reduced_pages(tmp_path: Path) -> None:
     with tifffile.TiffFile(copy) as tif:
         for page, expected in zip(tif.pages, levels, strict=True):
             np.testing.assert_array_equal(page.asarray(), expected)
+
+
+def test_past_4_gib_the_file_is_a_bigtiff(tmp_path: Path) -> None:
+    """From metadata alone (no chunk is written): a 6.4 GB array gives a BigTIFF whose IFD tifffile reads."""
+    zarr.create_array(str(tmp_path / "big.zarr"), shape=(40000, 40000), chunks=(1000, 1000), dtype="<f4")
+    engine = Engine.open(str(tmp_path / "big.zarr"))
+    try:
+        entry = VirtualTree(engine).lookup("array.tiled.tif")
+        assert isinstance(entry, FileEntry)
+        head = np.empty(1 << 16, np.uint8)
+        entry.layout.read_into(0, head, None)
+        assert head[:4].tobytes() == b"II+\0" and entry.layout.size > 40000 * 40000 * 4
+        with tifffile.TiffFile(io.BytesIO(head.tobytes())) as tif:
+            page = tif.pages[0]
+            assert tif.is_bigtiff and page.shape == (40000, 40000)
+            assert (page.tilelength, page.tilewidth) == (1008, 1008)  # 1000 rounded up to 16
+    finally:
+        engine.close()
