@@ -5,11 +5,12 @@
 #   xvfb               ImageJ builds its menu bar even in -batch mode, so it needs an X display
 #   fonts-dejavu-core  Java's AWT needs a font to start; fontconfig usually pulls it in already
 #   gdal-bin           gdalinfo and gdal_translate
+#   libtiff-tools      tiffinfo and tiffcp: libtiff's own reading of the tiled TIFFs
 #   systemd            systemd-analyze, to verify systemd/zarrfs@.service
 # Idempotent: does nothing (not even apt-get update) when all are installed.
 set -euo pipefail
 
-packages=(imagej xvfb fonts-dejavu-core gdal-bin systemd)
+packages=(imagej xvfb fonts-dejavu-core gdal-bin libtiff-tools systemd)
 
 missing=()
 for package in "${packages[@]}"; do

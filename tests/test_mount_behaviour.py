@@ -36,6 +36,7 @@ from oracles import HierarchyOracle, write_hierarchy
 
 # The default --formats: the .raw headers (.raw.hdr, .mhd, .nhdr) are on by default.
 SUFFIXES = (".npy", ".raw", ".raw.hdr", ".mhd", ".nhdr", ".tif", ".json")
+SUFFIXES_2D = (*SUFFIXES, ".tiled.tif")  # arrays of 2+ dimensions also get the tiled TIFF
 METADATA_FILES = {"zarr.json", ".zarray", ".zgroup", ".zattrs", ".zmetadata"}
 
 
@@ -93,7 +94,8 @@ def expected_names(hierarchy: HierarchyOracle, group: str) -> set[str]:
     names = {".group.json"} | ({".zarrfs-stats.json"} if not group else set())
     for child in hierarchy.nodes[group].children:
         node = hierarchy.nodes[f"{group}/{child}".strip("/")]
-        names |= {child} if node.kind == "group" else {child + s for s in SUFFIXES}
+        suffixes = SUFFIXES_2D if node.kind == "array" and node.expected.ndim >= 2 else SUFFIXES
+        names |= {child} if node.kind == "group" else {child + s for s in suffixes}
     return names
 
 
@@ -278,7 +280,7 @@ def test_background_mount_is_usable_when_the_command_returns(attempt: int, small
     # the first thing to touch the mount after `zarrfs mount` exited 0.
     with mounted(small, tmp_path / "mnt", tmp_path / "log") as mount:
         assert sorted(os.listdir(mount.root)) == [".group.json", ".zarrfs-stats.json",
-                                                  *("img" + s for s in sorted(SUFFIXES))]
+                                                  *("img" + s for s in sorted(SUFFIXES_2D))]
         np.testing.assert_array_equal(np.load(mount / "img.npy"), np.arange(2000).reshape(40, 50))
 
 
@@ -293,7 +295,7 @@ def test_single_array_source_is_named_after_the_store(tmp_path: Path) -> None:
     store = tmp_path / "scan.zarr"
     zarr.create_array(str(store), shape=(3, 4), chunks=(2, 2), dtype="<f4", zarr_format=2)[...] = 1.5
     with mounted(store, tmp_path / "mnt", tmp_path / "log") as mount:
-        assert sorted(os.listdir(mount.root)) == sorted([".zarrfs-stats.json", *("scan" + s for s in SUFFIXES)])
+        assert sorted(os.listdir(mount.root)) == sorted([".zarrfs-stats.json", *("scan" + s for s in SUFFIXES_2D)])
         np.testing.assert_array_equal(np.load(mount / "scan.npy"), np.full((3, 4), 1.5, "<f4"))
 
 
@@ -493,7 +495,7 @@ def test_mount_skips_broken_nodes_and_says_why(broken: Path, tmp_path: Path) -> 
     expected = [rf"WARNING .*{name}.*{reason}" for name, reason in REASONS.items()]
     with mounted(broken, tmp_path / "mnt", tmp_path / "log", expected_log=expected) as mount:
         assert sorted(os.listdir(mount.root)) == [".group.json", ".zarrfs-stats.json",
-                                                  *("img" + s for s in sorted(SUFFIXES))]
+                                                  *("img" + s for s in sorted(SUFFIXES_2D))]
         log = "\n".join(mount.log_lines())
         for name, reason in REASONS.items():
             assert name in log and reason in log

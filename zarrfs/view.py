@@ -1,7 +1,7 @@
 """The virtual file tree: groups as directories, each array as a set of files.
 
 An array `N` in group `P` appears as `P/N.npy`, `P/N.raw` with its header
-sidecars `P/N.raw.hdr`, `P/N.mhd`, `P/N.nhdr`, `P/N.tif`, `P/N.json` (the
+sidecars `P/N.raw.hdr`, `P/N.mhd`, `P/N.nhdr`, `P/N.tif`, `P/N.tiled.tif`, `P/N.json` (the
 enabled formats that can express it); a string or bytes array as `P/N.npy`
 and `P/N.json` only, sized the first time they are asked about (the one
 exception to "sizes from metadata": see engine/vlen.py). Each directory also has
@@ -29,7 +29,9 @@ from .errors import IsDirectoryError, NotFoundError
 from .formats import FORMATS, json_document
 from .formats.base import DeferredLayout, Layout
 from .formats.vlen import VLEN_SUFFIXES, vlen_document, vlen_npy_layout
+from .formats.tiled_tiff import TiledLayout
 from .model.meta import ArrayMeta, GroupMeta
+from .view_tiles import TiledFile, tiled_file
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +47,7 @@ class DirEntry:
 
 @dataclass(frozen=True)
 class FileEntry:
-    layout: Layout | DeferredLayout  # deferred: the files of variable-length arrays (formats/vlen.py)
+    layout: Layout | DeferredLayout | TiledFile  # deferred: variable-length arrays (formats/vlen.py)
     array_path: str | None = None  # None for files made of metadata alone
     suffix: str = ""
 
@@ -62,13 +64,13 @@ Entry = DirEntry | FileEntry | StatsEntry
 class Handle:
     """An open file, what the FUSE front reads through: its size, and `read_into`.
 
-    `fresh` files (the counters file) are made at open: the kernel must not
-    cache their pages across opens, and their size is known only now.
+    `direct_io` files bypass the kernel's page cache: the counters file (made
+    at open, its size known only now) and tiled TIFFs (see `open`).
     """
 
-    layout: Layout
+    layout: Layout | DeferredLayout | TiledFile
     reader: ArrayReader | None  # None for files made of metadata alone
-    fresh: bool = False
+    direct_io: bool = False
     stream: ReadStream = field(default_factory=ReadStream)  # where this open file reads, for readahead
 
     @property
@@ -127,11 +129,13 @@ class VirtualTree:
         """The file at `path`, opened for reading."""
         entry = self.lookup(path)
         if isinstance(entry, StatsEntry):
-            return Handle(Layout(json_document(self.engine.stats()), 0), None, fresh=True)
+            return Handle(Layout(json_document(self.engine.stats()), 0), None, direct_io=True)
         if not isinstance(entry, FileEntry):
             raise IsDirectoryError(f"/{path.strip('/')} is a directory")
         reader = self.engine.reader(entry.array_path) if entry.array_path is not None else None
-        return Handle(entry.layout, reader)
+        # Tiled TIFFs are read whole tiles at random places: kernel readahead past a tile would
+        # decode chunks nobody asked for.
+        return Handle(entry.layout, reader, direct_io=isinstance(entry.layout, TiledFile))
 
     def listdir(self, directory: DirEntry) -> dict[str, Entry]:
         generation = self.engine.hierarchy.generation
@@ -182,6 +186,8 @@ class VirtualTree:
         for suffix in self.suffixes:
             try:
                 layout = FORMATS[suffix](meta, semantics, name)
+                if isinstance(layout, TiledLayout):
+                    layout = tiled_file(self.engine, meta, semantics, layout)
             except Exception:  # a format that cannot express this array must not hide the others
                 log.exception("array /%s: cannot build its %s layout", meta.path, suffix)
                 continue

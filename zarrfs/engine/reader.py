@@ -167,6 +167,10 @@ class ArrayReader:
         self._fill_bytes(start, stop, out if len(out) == size else out[:size])
         return size
 
+    def fill_blocks(self, blocks: list[Block]) -> None:
+        """Copy blocks of read units into place, for files not in C order (`engine/tiles.py`)."""
+        self._fill_blocks(blocks)
+
     # -------------------------------------------------------------- internal
 
     def _window(self, stream: ReadStream, start: int, stop: int) -> tuple[int, np.ndarray] | None:

@@ -46,6 +46,12 @@ def _bigtiff(meta: ArrayMeta, semantics: Semantics, stem: str) -> Layout | None:
     return bigtiff_layout(meta.shape, meta.dtype, meta.dimension_names, semantics)
 
 
+def _tiled(meta: ArrayMeta, semantics: Semantics, stem: str) -> Layout | None:
+    from .tiled_tiff import tiled_layout
+
+    return tiled_layout([meta], semantics)  # type: ignore[return-value]  # the view binds it to its arrays
+
+
 def json_document(document: dict) -> bytes:
     return (json.dumps(document, indent=2, allow_nan=True, default=str) + "\n").encode("utf-8")
 
@@ -83,11 +89,12 @@ FORMATS: dict[str, LayoutBuilder] = {
     ".nhdr": _nhdr,
     ".tif": _tif,
     ".bigtiff.tif": _bigtiff,  # only where the classic .tif passes 4 GiB
+    ".tiled.tif": _tiled,  # 2-D and more: tiles are chunks, overviews are the coarser OME levels
     ".json": _json,
 }
 # `--formats tif` turns on both TIFF flavours.
 FORMAT_GROUPS = {"npy": (".npy",), "raw": (".raw",), "hdr": (".raw.hdr",), "mhd": (".mhd",), "nhdr": (".nhdr",),
-                 "tif": (".tif", ".bigtiff.tif"), "json": (".json",)}
-DEFAULT_FORMATS = ("npy", "raw", "hdr", "mhd", "nhdr", "tif", "json")
+                 "tif": (".tif", ".bigtiff.tif"), "tiled": (".tiled.tif",), "json": (".json",)}
+DEFAULT_FORMATS = ("npy", "raw", "hdr", "mhd", "nhdr", "tif", "tiled", "json")
 # Headers of `N.raw`: without it they would point at nothing.
 RAW_SIDECARS = ("hdr", "mhd", "nhdr")

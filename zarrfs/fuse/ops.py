@@ -160,8 +160,8 @@ class ZarrOperations(mfusepy.Operations):
             handle = next(self._next_handle)
             self._handles[handle] = opened
         fi.fh = handle
-        if opened.fresh:
-            fi.direct_io = 1  # a fresh snapshot per open, past the zero st_size
+        if opened.direct_io:
+            fi.direct_io = 1
         fi.keep_cache = 0 if fi.direct_io else 1  # immutable: pages cached by an earlier open stay valid
         return 0
 

@@ -1,0 +1,254 @@
+"""`N.tiled.tif`: an uncompressed tiled (Big)TIFF whose tiles are the array's chunks.
+
+Why beside `N.tif`: a strip TIFF makes a GDAL window read whole image rows,
+so the daemon decodes a band of chunks for a small window; here tile k is
+one chunk's elements (the inner chunk of a shard), padded to TIFF's multiple
+of 16 with the fill value (`model.tiling`). Stock ImageJ refuses tiled TIFFs,
+so `.tif` stays the ImageJ file.
+
+Pages: one per plane of the leading dimensions, in C order (page i is array
+plane i), NewSubfileType 0, each with the GeoTIFF/GDAL_NODATA tags and the
+X/YResolution of `.tif` (`tifftags.py`). When the array is level 0 of a
+multiscale image and has a single plane, the coarser levels follow as
+reduced-resolution pages (NewSubfileType 1), each tiled by its own chunks,
+so GDAL lists them as overviews and serves them from those levels' chunks.
+GDAL attaches every reduced page of a file to its first page, so a stack of
+planes gets no overviews (they would belong to the wrong plane).
+
+tifffile writes the structure into a sparse sink (tiles are reserved, not
+held); the tile offsets it wrote are read back and checked against the
+arithmetic of `model.tiling`, and the file is cut into byte parts and page
+tile regions (`TiledLayout.parts`). No chunk is read to build a layout.
+"""
+
+from __future__ import annotations
+
+import bisect
+import io
+import itertools
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy
+import tifffile
+
+from zarrfs.conventions.semantics import Semantics
+from zarrfs.formats.tiff import MAX_PAGES, _sample_dtype, _SparseFile, _tags_nbytes
+from zarrfs.formats.tifftags import geotiff_tags, hyperstack, imagej_hints, imagej_letter, semantic_axes
+from zarrfs.model.meta import ArrayMeta
+from zarrfs.model.tiling import TILE_GAP, TileGrid, read_unit_shape, tile_size
+
+# Tile offset and byte-count tables are held in memory (16 bytes per tile in
+# BigTIFF): past this many tiles the file is no container for the array.
+MAX_TILES = 1 << 20
+_CLASSIC_LIMIT = 2**32
+# What one page adds besides its tile tables and extra tags (IFD entries, resolutions), bounded.
+_IFD_BOUND = 1024
+
+ReadTiles = Callable[[int, int, int, numpy.ndarray], Any]  # (level, start, stop, uint8 target)
+
+
+Part = bytes | tuple[int, int]  # file bytes, or the tiles of (level, page)
+
+
+@dataclass(frozen=True)
+class TiledLayout:
+    """The file as `parts`: bytes written by tifffile, and each page's tiles where tifffile reserved them."""
+
+    parts: tuple[Part, ...]
+    grids: tuple[TileGrid, ...]  # one per level, level 0 first
+    sample: numpy.dtype  # the file's element type (the array's, in its byte order; bool as uint8)
+    _starts: tuple[int, ...] = field(init=False, repr=False)
+    size: int = field(init=False)
+
+    def __post_init__(self) -> None:
+        starts = [0]
+        for part in self.parts:
+            starts.append(starts[-1] + self._nbytes(part))
+        object.__setattr__(self, "_starts", tuple(starts[:-1]))
+        object.__setattr__(self, "size", starts[-1])
+
+    def _nbytes(self, part: Part) -> int:
+        return len(part) if isinstance(part, bytes) else self.grids[part[0]].page_nbytes
+
+    def read_into(self, offset: int, out: numpy.ndarray, read_tiles: ReadTiles) -> int:
+        """Write bytes [offset, offset + len(out)) into `out`; return how many there were.
+
+        `read_tiles(level, start, stop, target)` writes bytes [start, stop) of
+        that level's tile region (its pages' tiles back to back).
+        """
+        end = min(offset + len(out), self.size)
+        index = max(0, bisect.bisect_right(self._starts, offset) - 1)
+        while index < len(self.parts) and self._starts[index] < end:
+            part, part_start = self.parts[index], self._starts[index]
+            lo, hi = max(offset, part_start), min(end, part_start + self._nbytes(part))
+            if lo < hi:
+                target = out[lo - offset:hi - offset]
+                if isinstance(part, bytes):
+                    target[:] = numpy.frombuffer(part, numpy.uint8, hi - lo, lo - part_start)
+                else:
+                    base = part[1] * self.grids[part[0]].page_nbytes - part_start
+                    read_tiles(part[0], base + lo, base + hi, target)
+            index += 1
+        return max(0, end - offset)
+
+
+def tiled_layout(levels: Sequence[ArrayMeta], semantics: Semantics | None = None) -> TiledLayout | None:
+    """The tiled TIFF of `levels[0]`, with `levels[1:]` (coarser, same plane count) as overviews.
+
+    None when TIFF cannot hold the array (fewer than 2 dimensions, an empty
+    dimension, a dtype TIFF has no sample type for, too many pages or tiles).
+    """
+    meta = levels[0]
+    sample = _sample_dtype(meta.dtype)
+    if sample is None or meta.ndim < 2 or 0 in meta.shape or max(meta.shape[-2:]) >= 2**32:
+        return None
+    grids = [_grid(level, sample) for level in levels]
+    if grids[0].pages > 1:
+        grids = grids[:1]
+    if grids[0].pages > MAX_PAGES or sum(g.pages * g.tiles_per_page for g in grids) > MAX_TILES:
+        return None
+    axes = semantic_axes(semantics, meta.ndim)
+    extratags = geotiff_tags(semantics, axes, meta.ndim)
+    resolution = None
+    if axes is not None:
+        stack = hyperstack(meta.shape[:-2], tuple(imagej_letter(axis) for axis in axes[:-2]))
+        resolution = imagej_hints(axes, stack, (), sample).resolution
+    overhead = sum(g.pages * (_IFD_BOUND + 16 * g.tiles_per_page + _tags_nbytes(extratags)) for g in grids)
+    bigtiff = sum(g.nbytes for g in grids) + overhead > _CLASSIC_LIMIT
+    return _build(grids, sample, bigtiff, extratags, resolution)
+
+
+def _grid(meta: ArrayMeta, sample: numpy.dtype) -> TileGrid:
+    """Tiles of the read unit's last two dimensions; a unit larger than the image (Zarr allows it)
+    is clipped to the image first, so a 10 x 10 array in 1000 x 1000 chunks is one 16 x 16 tile."""
+    unit = read_unit_shape(meta)
+    height, width = meta.shape[-2:]
+    return TileGrid(meta.shape, (tile_size(min(unit[-2], height)), tile_size(min(unit[-1], width))),
+                    sample.itemsize)
+
+
+def _build(grids: list[TileGrid], sample: numpy.dtype, bigtiff: bool, extratags: tuple,
+           resolution: tuple[float, float] | None) -> TiledLayout:
+    sink = _ZeroSkippingSink()
+    byteorder = ">" if sample.str[0] == ">" else "<"
+    with tifffile.TiffWriter(sink, bigtiff=bigtiff, byteorder=byteorder, shaped=False, ome=False) as writer:
+        for level, grid in enumerate(grids):
+            extra: dict[str, Any] = {}
+            if level == 0:
+                extra["extratags"] = extratags
+                if resolution is not None:
+                    # As in `.tif`: pixels per unit, ResolutionUnit none.
+                    extra.update(resolution=resolution, resolutionunit=1)
+            # Placeholder tiles as (bytes, bytecount): tifffile then places tile k
+            # `stride` bytes after tile k-1 (the gap, `model.tiling`) and writes
+            # TileByteCounts of `tile_nbytes`; the one zero object is skipped by the sink.
+            placeholder = (bytes(grid.stride), grid.tile_nbytes)
+            writer.write(
+                itertools.repeat(placeholder, grid.pages * grid.tiles_per_page),
+                shape=(grid.pages, grid.height, grid.width) if grid.pages > 1 else (grid.height, grid.width),
+                dtype=sample,
+                tile=grid.tile,
+                photometric="minisblack",  # never guess RGB from a width of 3 or 4
+                subfiletype=0 if level == 0 else 1,  # 1: reduced resolution, an overview to GDAL
+                align=TILE_GAP if grid.gap else None,  # tiles start a whole gap after their IFD
+                metadata=None,
+                software=False,
+                **extra,
+            )
+    return TiledLayout(_cut(sink, grids, _page_regions(sink, grids)), tuple(grids), sample)
+
+
+def _page_regions(sink: _SparseFile, grids: list[TileGrid]) -> list[tuple[int, int, int]]:
+    """(start, level, page) of each page's tiles, read back from the IFDs tifffile wrote.
+
+    tifffile writes a page's tiles right after its IFD, in row-major order;
+    the tile offsets it wrote must be exactly that arithmetic, or the file
+    would not be what `engine.tiles.read_tile_bytes` serves.
+    """
+    regions: list[tuple[int, int, int]] = []
+    with tifffile.TiffFile(_SinkReader(sink)) as tif:
+        pages = iter(tif.pages)
+        for level, grid in enumerate(grids):
+            for page in range(grid.pages):
+                ifd = next(pages)
+                offsets, counts = ifd.dataoffsets, ifd.databytecounts  # type: ignore[union-attr]
+                start = offsets[0]
+                expected = range(start, start + grid.page_nbytes, grid.stride)
+                if (len(offsets) != len(expected) or any(a != b for a, b in zip(offsets, expected))
+                        or any(c != grid.tile_nbytes for c in counts)):
+                    raise RuntimeError(f"tifffile did not write the tiles of page {page} of level {level} in order")
+                regions.append((start, level, page))
+    return regions
+
+
+def _cut(sink: _SparseFile, grids: list[TileGrid], regions: list[tuple[int, int, int]]) -> tuple[Part, ...]:
+    """The written file as byte parts around the pages' tiles, checking nothing was written inside them."""
+    parts: list[Part] = []
+    position = 0
+    for start, level, page in sorted(regions):
+        stop = start + grids[level].page_nbytes
+        if start < position or stop > sink.size or not sink.only_zeros_within(start, stop):
+            raise RuntimeError("tifffile wrote structure inside a tile region")
+        parts += [sink.getrange(position, start), (level, page)]
+        position = stop
+    parts.append(sink.getrange(position, sink.size))
+    return tuple(part for part in parts if not isinstance(part, bytes) or part)
+
+
+class _ZeroSkippingSink(_SparseFile):
+    """A `_SparseFile` that keeps only the extent of all-zero writes.
+
+    tifffile writes the reserved tiles of a tiled page as real bytes: the
+    same zero `bytes` object, tile after tile. Never-written bytes read as 0
+    anyway, so skipping them keeps a file of any size a few small writes;
+    the identity check makes each such object cost one scan.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._zeros: object = None
+
+    def write(self, data: bytes | bytearray | memoryview) -> int:
+        n = len(data)
+        if data is self._zeros or (isinstance(data, bytes) and data.count(0) == n):
+            self._zeros = data
+            self._pos += n
+            self.size = max(self.size, self._pos)
+            return n
+        return super().write(data)
+
+
+class _SinkReader(io.RawIOBase):
+    """The sink read back as a file (never-written bytes are 0), for tifffile to parse the IFDs."""
+
+    def __init__(self, sink: _SparseFile) -> None:
+        super().__init__()
+        self._sink = sink
+        self._pos = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self._pos
+
+    def seek(self, offset: int, whence: int = os.SEEK_SET) -> int:
+        base = {os.SEEK_SET: 0, os.SEEK_CUR: self._pos, os.SEEK_END: self._sink.size}[whence]
+        self._pos = base + offset
+        return self._pos
+
+    def readinto(self, buffer: Any) -> int:
+        view = memoryview(buffer).cast("B")
+        stop = min(self._sink.size, self._pos + len(view))
+        if stop <= self._pos:
+            return 0
+        n = stop - self._pos
+        view[:n] = self._sink.getrange(self._pos, stop)
+        self._pos = stop
+        return n

@@ -1,0 +1,123 @@
+"""An array's 2-D planes cut into TIFF tiles: pure geometry, from metadata alone.
+
+A tiled TIFF page of height H and width W is a grid of `tiles_down` x
+`tiles_across` tiles of `tile` = (TH, TW) elements, each stored as TH*TW
+elements in C order; edge tiles are stored whole (padding past the image).
+TIFF requires TH and TW to be multiples of 16, so the tile is the read
+unit's last two dimensions (the chunk, or the inner chunk of a shard)
+rounded up to 16: then a tile is exactly one unit when the unit is a
+multiple of 16, and crosses at most 2 x 2 units otherwise.
+
+The tile region of a file is its pages one after the other, each page its
+tiles in row-major order, each tile followed by `gap` zero bytes: tile k of
+page p starts at `(p * tiles_per_page + k) * stride`. The gap is there
+because readers read past what they asked for (GDAL reads a tile and then
+the next 4-8 KiB, its buffer): without it that over-read lands on the next
+tile, and serving a few bytes of a tile costs decoding its whole chunk.
+Tiles under `16 * TILE_GAP` bytes have no gap: their chunks are cheap, and
+the gap would weigh on the file's size. With a gap, the stride is a
+multiple of `TILE_GAP` and each page's tiles start on a `TILE_GAP`
+boundary: then every IFD (written right after the previous page's tiles,
+so on a boundary too) lies a whole `TILE_GAP` before the tiles that follow
+it, and reading it never touches a tile either.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ..codecs.sharding import ShardingCodec
+from .meta import ArrayMeta
+
+TIFF_TILE_MULTIPLE = 16
+TILE_GAP = 64 << 10
+
+
+def read_unit_shape(meta: ArrayMeta) -> tuple[int, ...]:
+    """The shape the engine decodes at once: the inner chunk of a shard, else the chunk.
+
+    The same rule as `engine.chunks.make_source`: a sharding codec that is the
+    whole pipeline is read inner chunk by inner chunk.
+    """
+    sharding = getattr(meta.codec, "array_bytes", None)
+    if isinstance(sharding, ShardingCodec) and not meta.codec.array_codecs and not meta.codec.bytes_codecs:
+        return tuple(sharding.chunk_shape)
+    return tuple(meta.chunk_shape)
+
+
+def tile_size(unit: int) -> int:
+    """`unit` rounded up to TIFF's multiple of 16."""
+    return -(-unit // TIFF_TILE_MULTIPLE) * TIFF_TILE_MULTIPLE
+
+
+@dataclass(frozen=True)
+class TileGrid:
+    """The planes of an array of `shape` (ndim >= 2) as pages of tiles of `tile` elements."""
+
+    shape: tuple[int, ...]
+    tile: tuple[int, int]
+    itemsize: int
+    # file page i holds array plane `plane_order[i]` (a plane: C-order index over the leading dimensions)
+    plane_order: tuple[int, ...] | None = None
+
+    @property
+    def height(self) -> int:
+        return self.shape[-2]
+
+    @property
+    def width(self) -> int:
+        return self.shape[-1]
+
+    @property
+    def pages(self) -> int:
+        return math.prod(self.shape[:-2])
+
+    @property
+    def tiles_down(self) -> int:
+        return -(-self.height // self.tile[0])
+
+    @property
+    def tiles_across(self) -> int:
+        return -(-self.width // self.tile[1])
+
+    @property
+    def tiles_per_page(self) -> int:
+        return self.tiles_down * self.tiles_across
+
+    @property
+    def tile_nbytes(self) -> int:
+        return self.tile[0] * self.tile[1] * self.itemsize
+
+    @property
+    def gap(self) -> int:
+        return self.stride - self.tile_nbytes
+
+    @property
+    def stride(self) -> int:
+        """Bytes from one tile's start to the next one's."""
+        if self.tile_nbytes < 16 * TILE_GAP:
+            return self.tile_nbytes
+        return -(-(self.tile_nbytes + TILE_GAP) // TILE_GAP) * TILE_GAP
+
+    @property
+    def page_nbytes(self) -> int:
+        return self.tiles_per_page * self.stride
+
+    @property
+    def nbytes(self) -> int:
+        return self.pages * self.page_nbytes
+
+    def array_plane(self, page: int) -> tuple[int, ...]:
+        """Index over the leading dimensions of the array plane shown as file page `page`."""
+        plane = page if self.plane_order is None else self.plane_order[page]
+        lead = self.shape[:-2]
+        return tuple(int(i) for i in _unravel(plane, lead))
+
+
+def _unravel(index: int, shape: tuple[int, ...]) -> list[int]:
+    out: list[int] = []
+    for size in reversed(shape):
+        index, i = divmod(index, size)
+        out.append(i)
+    return out[::-1]
