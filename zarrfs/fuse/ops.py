@@ -23,7 +23,8 @@ from typing import Any, TypeVar
 import mfusepy
 import numpy as np
 
-from ..engine.reader import ArrayReader, ReadStream
+from ..engine.readahead import ReadStream
+from ..engine.reader import ArrayReader
 from ..errors import ZarrfsError
 from ..formats import json_document
 from ..formats.base import Layout

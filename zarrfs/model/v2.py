@@ -10,6 +10,7 @@ from numcodecs.abc import Codec
 from ..codecs import V2ChunkCodec, numcodecs_codec
 from ..errors import MetadataError, UnsupportedError
 from .dtypes import explicit_byte_order, fill_array, parse_typestr
+from .grids import RegularGrid
 from .meta import (
     ArrayMeta,
     ChunkKeyFn,
@@ -57,7 +58,7 @@ def parse_v2_array(doc: Any, path: str, prefix: str, attributes: dict[str, Any],
         zarr_format="2",
         shape=shape,
         dtype=dtype,
-        chunk_shape=chunks,
+        grid=RegularGrid(shape, chunks),
         fill_value=fill_array(dtype, doc.get("fill_value"), where),
         codec=V2ChunkCodec(compressor, filters, order),
         chunk_key=v2_chunk_key(prefix, separator),
@@ -125,7 +126,7 @@ def parse_v1_array(doc: Any, attributes: dict[str, Any], where: str) -> ArrayMet
         zarr_format="1",
         shape=shape,
         dtype=dtype,
-        chunk_shape=chunks,
+        grid=RegularGrid(shape, chunks),
         fill_value=fill_array(dtype, doc.get("fill_value"), where),
         codec=V2ChunkCodec(compressor, (), order),
         chunk_key=v2_chunk_key("", "."),
