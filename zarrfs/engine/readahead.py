@@ -8,21 +8,24 @@ chunk decodes once; when the budget cannot hold a band it says which would.
 
 A sequential stream also gets its bytes assembled a window at a time (the
 per-chunk Python work is paid once per window instead of once per FUSE read).
-The window is the stream's own buffer, not a cache entry: it lives and dies
-with the open file, and never evicts a chunk.
+The window is the stream's own buffer, not a cache entry (it lives and dies
+with the open file), but its bytes count against the cache budget while it
+lives (`ChunkCache.hold`), so that memory stays bounded however many files
+are read at once: streams past half the budget read without a window.
 """
 
 from __future__ import annotations
 
 import logging
+import weakref
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
 from ..errors import ZarrfsError
 from ..model.grids import ChunkGrid
-from .cache import new_token
+from .cache import ChunkCache
 from .geometry import Coords, chunks_of_elements, element_range
 
 log = logging.getLogger(__name__)
@@ -36,7 +39,6 @@ WINDOW_BYTES = 1 << 20
 class ReadStream:
     """Per open file: where the last read ended, how far ahead is loaded, and its window."""
 
-    token: int = field(default_factory=new_token)
     next_offset: int = -1
     window: int = 0  # readahead window, bytes
     prefetched_until: int = 0
@@ -53,8 +55,8 @@ class Readahead:
         self.itemsize = itemsize
         self.nbytes = nbytes
         self.band_bytes = read_grid.band_nbytes(itemsize)
-        # The window is memory beside the cache; a mount given a small budget
-        # (under a band plus two windows) gets a smaller one, or none.
+        # Windows count against the budget: at most half of what one band
+        # leaves, so a small budget gets a smaller window, or none.
         self.window_bytes = min(WINDOW_BYTES, max(0, budget_bytes - self.band_bytes) // 2)
         # Readahead starts at one band and doubles; it never claims more than
         # half of what the cache has left after the band being read.
@@ -116,18 +118,22 @@ class Readahead:
         return chunks_of_elements(self.grid, first, last)
 
 
-def windowed(stream: ReadStream, start: int, stop: int, nbytes: int, window_bytes: int,
+def windowed(stream: ReadStream, start: int, stop: int, nbytes: int, window_bytes: int, cache: ChunkCache,
              fill: Callable[[int, int, np.ndarray], None]) -> np.ndarray | None:
     """Bytes [start, stop) out of the stream's window, assembling a new window with `fill` if need be.
 
-    None when assembling fails: a bad chunk beyond what was asked must not
-    fail this read (the caller reads just the range and reports its own errors).
+    None when there is no window: the budget has no room for one, or
+    assembling failed (a bad chunk beyond what was asked must not fail this
+    read; the caller reads just the range and reports its own errors).
     """
     window = stream.buffer
     if window is None or not (window[0] <= start and stop <= window[0] + len(window[1])):
+        stream.buffer = window = None  # the old window's hold ends with its last reference
         window_stop = min(nbytes, max(stop, start + window_bytes))
+        if not cache.hold(window_stop - start):
+            return None
         data = np.empty(window_stop - start, np.uint8)
-        stream.buffer = None
+        weakref.finalize(data, cache.release, window_stop - start)
         try:
             fill(start, window_stop, data)
         except ZarrfsError:

@@ -82,7 +82,7 @@ class ArrayReader:
                                     prefetch=True, batch=self._batch)
             window_bytes = self.readahead.window_bytes
             if stream.sequential and size < window_bytes:  # a window pays for small reads
-                data = windowed(stream, start, stop, self.nbytes, window_bytes, self._fill_bytes)
+                data = windowed(stream, start, stop, self.nbytes, window_bytes, self.cache, self._fill_bytes)
                 if data is not None:
                     copy_block(out[:size], data)
                     return size

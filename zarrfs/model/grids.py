@@ -160,7 +160,6 @@ class _Grid:
         return self.axes[0].max_edge() * rest * itemsize
 
 
-
 @dataclass(frozen=True)
 class RegularGrid(_Grid):
     shape: tuple[int, ...]

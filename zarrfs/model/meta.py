@@ -52,8 +52,8 @@ class ArrayMeta:
 
     @property
     def chunk_shape(self) -> tuple[int, ...]:
-        """The one shape of every stored object: only a regular grid has one (v2, v1, the drafts and
-        sharding's shard shape need it); a rectilinear grid raises."""
+        """The one shape of every stored object. Only a regular grid has one (every v1/v2/draft
+        array); the engine asks `grid` instead, and a rectilinear grid raises here."""
         if not isinstance(self.grid, RegularGrid):
             raise TypeError(f"array /{self.path} has a {type(self.grid).__name__}, no single chunk shape")
         return self.grid.chunk_shape
