@@ -22,10 +22,10 @@ def test_window_holds_budget_while_it_lives(tmp_path: Path, open_engine: Callabl
     got = b"".join(reader.read(o, o + 4096, stream) for o in range(0, 3 * 4096, 4096))
     assert got == data.tobytes()[:3 * 4096]
     assert stream.buffer is not None and len(stream.buffer[1]) == WINDOW_BYTES
-    assert engine.cache._held == WINDOW_BYTES  # one window, however many reads it served
+    assert engine.cache.held_bytes == WINDOW_BYTES  # one window, however many reads it served
     del stream, got
     gc.collect()
-    assert engine.cache._held == 0  # the file closed: its window's budget is back
+    assert engine.cache.held_bytes == 0  # the file closed: its window's budget is back
 
 
 def test_streams_past_half_the_budget_read_without_a_window(tmp_path: Path,
@@ -37,5 +37,5 @@ def test_streams_past_half_the_budget_read_without_a_window(tmp_path: Path,
     streams = [ReadStream() for _ in range(8)]
     for stream in streams:
         assert b"".join(reader.read(o, o + 4096, stream) for o in (0, 4096)) == data.tobytes()[:8192]
-    assert engine.cache._held <= engine.cache.budget_bytes // 2
+    assert engine.cache.held_bytes <= engine.cache.budget_bytes // 2
     assert any(stream.buffer is None for stream in streams)
