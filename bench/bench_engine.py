@@ -36,7 +36,7 @@ def run_zarrfs(path: Path, cache_size: str) -> dict:
 
     engine = Engine.open(str(path), options=EngineOptions(cache_bytes=parse_size(cache_size)))
     reader = engine.reader("")
-    from zarrfs.engine.reader import ReadStream
+    from zarrfs.engine.readahead import ReadStream
 
     stream = ReadStream()
     start = time.perf_counter()
@@ -48,7 +48,7 @@ def run_zarrfs(path: Path, cache_size: str) -> dict:
     seconds = time.perf_counter() - start
     stats = engine.cache.stats()
     raw_bytes = engine.files.stats()["bytes"]  # uncompressed local chunks: copied from their files, not decoded
-    units = math.prod(-(-s // c) for s, c in zip(SHAPE, reader.read_shape))
+    units = math.prod(reader.grid.grid_shape)
     engine.close()
     return {"seconds": seconds, "loads": stats.loads, "units": units, "checksum": checksum,
             "raw_bytes_per_byte": raw_bytes / reader.nbytes}

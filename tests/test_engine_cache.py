@@ -23,7 +23,7 @@ import pytest
 
 from oracles import Oracle, write_zarr
 from zarrfs.engine.engine import Engine
-from zarrfs.engine.reader import ReadStream
+from zarrfs.engine.readahead import ReadStream
 
 PIECE = 128 << 10  # what the kernel asks a FUSE file system for at a time
 THREADS = 8
@@ -134,8 +134,8 @@ def test_sequential_read_loads_each_chunk_once(shape: tuple[int, ...], chunks: t
     data = np.arange(math.prod(shape), dtype=dtype).reshape(shape)
     oracle = write_zarr(tmp_path, data, zarr_format=3, chunks=chunks)  # compressed: decoded via the cache
     probe = open_engine(oracle.store, cache_bytes=1 << 30).reader(oracle.node)
-    budget = probe.band_bytes + 64 * 1024  # one band and a little, far below the array
-    assert probe.band_bytes >= PIECE and budget < data.nbytes / 2
+    budget = probe.readahead.band_bytes + 64 * 1024  # one band and a little, far below the array
+    assert probe.readahead.band_bytes >= PIECE and budget < data.nbytes / 2
     engine = open_engine(oracle.store, cache_bytes=budget)
     reader = engine.reader(oracle.node)
     assert read_sequentially(reader.read, data.nbytes) == data.tobytes()
@@ -162,7 +162,7 @@ def test_small_budget_is_warned_about(big_array: Oracle, open_engine: Callable[.
     assert not caplog.records
     with caplog.at_level(logging.WARNING, logger="zarrfs"):
         reader = open_engine(big_array.store, cache_bytes=256 << 10).reader(big_array.node)
-    assert reader.band_bytes > 256 << 10
+    assert reader.readahead.band_bytes > 256 << 10
     warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warnings) == 1
     assert "/arr" in warnings[0].getMessage() and "band" in warnings[0].getMessage()

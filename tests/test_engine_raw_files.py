@@ -24,7 +24,7 @@ from oracles import Oracle, sample, write_zarr
 from zarrfs.engine.direct import ChunkFiles, _contiguous_start
 from zarrfs.engine.engine import Engine
 from zarrfs.errors import ChunkError
-from zarrfs.engine.reader import ReadStream
+from zarrfs.engine.readahead import ReadStream
 from zarrfs.stores.store import Store
 
 

@@ -11,7 +11,8 @@ import zarr
 
 from zarrfs.engine.engine import Engine
 from zarrfs.options import EngineOptions
-from zarrfs.engine.reader import ReadStream, linear_boxes
+from zarrfs.engine.geometry import linear_boxes
+from zarrfs.engine.readahead import ReadStream
 
 
 @pytest.mark.parametrize("shape", [(7,), (3, 5), (2, 3, 4), (2, 1, 3, 2)])

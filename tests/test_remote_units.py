@@ -21,7 +21,7 @@ from zarrfs.engine.chunks import coalesce
 from zarrfs.engine.engine import Engine
 from zarrfs.errors import ChunkError, OptionsError
 from zarrfs.options import EngineOptions, StoreOptions, parse_duration
-from zarrfs.engine.reader import ReadStream
+from zarrfs.engine.readahead import ReadStream
 from zarrfs.stores.redact import RedactingFormatter, daemon_argv, secret_values
 
 SHAPE = (256, 256)
@@ -204,7 +204,7 @@ def test_readahead_of_a_sharded_array_asks_for_whole_shard_rows(tmp_path: Path) 
     engine = Engine.open(str(tmp_path / "s.zarr"), options=EngineOptions(cache_bytes=8 << 20))
     try:
         reader = engine.reader("")
-        assert reader.readahead_step == 256 * 1024 * 4  # four bands: one shard row
+        assert reader.readahead.step == 256 * 1024 * 4  # four bands: one shard row
         ranges: list[tuple[str, int, int]] = []
         get_range = engine.store.get_range
 

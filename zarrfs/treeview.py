@@ -34,13 +34,17 @@ def _codec_names(codecs: list[dict[str, Any]]) -> str:
 
 def _array_line(meta: ArrayMeta) -> str:
     info = meta.describe()
-    parts = [
-        f"shape={tuple(meta.shape)}",
-        f"dtype=vlen-{meta.vlen}" if meta.vlen else f"dtype={info['dtype']}",
-        f"chunks={tuple(info['chunk_shape'])}",
-    ]
+    parts = [f"shape={tuple(meta.shape)}", f"dtype=vlen-{meta.vlen}" if meta.vlen else f"dtype={info['dtype']}"]
+    grid = info["chunk_grid"]
+    # A rectilinear grid shows its edges per axis, as run-length [length, count] pairs: the
+    # chunks', or the shards' when sharded (inner chunks are regular).
+    edges = "rectilinear" + json.dumps(grid["chunk_shapes"], separators=(",", ":")) \
+        if grid["name"] == "rectilinear" else None
+    parts.append(f"chunks={tuple(info['chunk_shape'])}" if info["chunk_shape"] is not None else f"chunks={edges}")
     if info["shard_shape"]:
         parts.append(f"shards={tuple(info['shard_shape'])}")
+    elif edges and info["chunk_shape"] is not None:
+        parts.append(f"shards={edges}")
     parts += [f"codecs={_codec_names(info['codecs'])}", f"fill={info['fill_value']!r}",
               # a vlen array's size is known only once its width is (engine/vlen.py): tree reads no chunks
               "size=variable (served as .npy and .json)" if meta.vlen else f"size={human_size(meta.nbytes)}"]

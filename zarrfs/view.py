@@ -28,8 +28,8 @@ from .engine.reader import ArrayReader, ReadStream
 from .errors import IsDirectoryError, NotFoundError
 from .formats import FORMATS, json_document
 from .formats.base import DeferredLayout, Layout
-from .formats.vlen import VLEN_SUFFIXES, vlen_document, vlen_npy_layout
 from .formats.tiled_tiff import TiledLayout
+from .formats.vlen import VLEN_SUFFIXES, vlen_document, vlen_npy_layout
 from .model.meta import ArrayMeta, GroupMeta
 from .view_tiles import TiledFile, tiled_file
 

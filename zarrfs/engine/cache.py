@@ -19,7 +19,7 @@ from __future__ import annotations
 import itertools
 import logging
 import threading
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Callable, Hashable, Iterable
 from concurrent.futures import Future, InvalidStateError
 from dataclasses import asdict, dataclass
@@ -59,8 +59,7 @@ def new_token() -> int:
 
 
 def value_nbytes(value: Any) -> int:
-    parts = value if isinstance(value, tuple) else (value,)  # e.g. a reader's (offset, window) pair
-    return sum(int(getattr(part, "nbytes", 0)) for part in parts) + ENTRY_OVERHEAD
+    return int(getattr(value, "nbytes", 0)) + ENTRY_OVERHEAD
 
 
 @dataclass
@@ -89,6 +88,11 @@ class ChunkCache:
         self._workers: PriorityPool | None = None
         self._queued: dict[Hashable, Task] = {}  # readahead loads not started yet, for promotion
         self._reserved = 0  # decoded bytes that loads in flight will add
+        self._held = 0  # bytes held outside the cache against its budget (streams' windows: `hold`)
+        # Bytes given back by `release`, taken off `_held` under the lock. `release` runs from a
+        # buffer's finalizer, which the garbage collector may call in any thread at any moment,
+        # this one's critical sections included: it must not take the lock (deque.append is atomic).
+        self._released: deque[int] = deque()
         self._stats = CacheStats()
 
     # ---------------------------------------------------------------- public
@@ -149,16 +153,27 @@ class ChunkCache:
                     workers.submit(task, DEMAND)
         return values, pending
 
-    def peek(self, key: Hashable) -> Any | None:
-        """The cached value of `key`, or None; never loads."""
+    def hold(self, nbytes: int) -> bool:
+        """Take `nbytes` of the budget for memory kept outside the cache (a stream's read window),
+        evicting chunks to make room; False, taking nothing, when all such memory would pass half
+        the budget. The holder gives it back with `release`."""
         with self._lock:
-            entry = self._hit(key)
-        return None if entry is None else entry[0]
+            self._drain_released()
+            if self._held + nbytes > self.budget_bytes // 2:
+                return False
+            self._held += nbytes
+            self._evict()
+            return True
 
-    def put(self, key: Hashable, value: Any) -> None:
-        """Cache a value computed elsewhere (e.g. an assembled read window)."""
+    def release(self, nbytes: int) -> None:
+        """Give back what `hold` took; never blocks (see `_released`)."""
+        self._released.append(nbytes)
+
+    @property
+    def held_bytes(self) -> int:
         with self._lock:
-            self._insert(key, value)
+            self._drain_released()
+            return self._held
 
     def stats(self) -> CacheStats:
         with self._lock:
@@ -277,8 +292,13 @@ class ChunkCache:
         self._stats.cached_bytes += size
         self._evict()
 
+    def _drain_released(self) -> None:
+        while self._released:
+            self._held -= self._released.popleft()
+
     def _evict(self) -> None:
-        while self._stats.cached_bytes + self._reserved > self.budget_bytes and self._entries:
+        self._drain_released()
+        while self._stats.cached_bytes + self._reserved + self._held > self.budget_bytes and self._entries:
             _, (_, size) = self._entries.popitem(last=False)
             self._stats.cached_bytes -= size
             self._stats.evictions += 1

@@ -1,7 +1,7 @@
 """Where decoded chunks come from: one `ChunkSource` per array.
 
-A source knows the *read unit* of its array (the chunk, or the inner chunk of
-a shard) and loads one unit by grid coordinates: fetch, decode, check. `None`
+A source knows the *read grid* of its array (the chunk grid, or the grid of
+the inner chunks of its shards) and loads one unit by coordinates on it: fetch, decode, check. `None`
 means "all fill value" (the key is absent or the shard marks it empty), so
 missing chunks cost no memory.
 
@@ -13,7 +13,6 @@ GET. `group(coords)` says which units may share such a call (None: none).
 from __future__ import annotations
 
 import logging
-import math
 import os
 import threading
 from collections.abc import Hashable, Iterator
@@ -25,6 +24,7 @@ import numpy as np
 
 from ..codecs.sharding import EMPTY, ShardingCodec
 from ..errors import ChunkError, ZarrfsError
+from ..model.grids import ChunkGrid, refine
 from ..model.meta import ArrayMeta
 from ..stores.store import Store
 from .cache import ChunkCache, new_token
@@ -47,7 +47,7 @@ COALESCE_MAX = 16 << 20
 
 class ChunkSource(Protocol):
     meta: ArrayMeta
-    read_shape: tuple[int, ...]
+    read_grid: ChunkGrid
     plain_local_files: bool  # `raw_file` may name files to read instead of decoding
 
     def load(self, coords: Coords) -> np.ndarray | None: ...
@@ -99,7 +99,7 @@ class PlainChunkSource:
         self.store = store
         self.meta = meta
         self.decode_slots = decode_slots
-        self.read_shape = meta.chunk_shape
+        self.read_grid = meta.grid
         # Pre-2.8 zarr NestedDirectoryStore wrote 'i/j' keys without saying so.
         # None = not known yet: a missing dotted key also tries the nested one,
         # until a chunk is found either way. Loads run on many threads at once,
@@ -159,9 +159,10 @@ class PlainChunkSource:
         if data is None:
             return None
         try:
+            shape = self.read_grid.stored_shape(coords)
             with self.decode_slots:
-                chunk = self.meta.codec.decode(data, self.meta.chunk_shape, self.meta.dtype)
-            return _checked(chunk, self.meta, self.meta.chunk_shape)
+                chunk = self.meta.codec.decode(data, shape, self.meta.dtype)
+            return _checked(chunk, self.meta, shape)
         except ZarrfsError as exc:
             raise _located(self.store, self.meta, key, exc) from exc
 
@@ -198,9 +199,9 @@ class ShardedChunkSource:
         self.decode_slots = decode_slots
         self.sharding = sharding
         self.cache = cache
-        self.read_shape = sharding.chunk_shape
+        self.inner_shape = sharding.chunk_shape  # sharding needs one regular inner chunk shape
+        self.read_grid = refine(meta.grid, sharding.chunk_shape, f"array /{meta.path}")
         self.plain_local_files = False
-        self.chunks_per_shard = sharding.chunks_per_shard(meta.chunk_shape)
         self._index_key_prefix: Hashable = ("shard-index", new_token())
 
     def group(self, coords: Coords) -> Hashable | None:
@@ -227,19 +228,26 @@ class ShardedChunkSource:
     # -------------------------------------------------------------- internal
 
     def _shard(self, coords: Coords) -> Coords:
-        return tuple(c // n for c, n in zip(coords, self.chunks_per_shard, strict=True))
+        return tuple(outer.locate(inner.start(c))[0]
+                     for outer, inner, c in zip(self.meta.grid.axes, self.read_grid.axes, coords, strict=True))
+
+    def _within(self, shard: Coords, coords: Coords) -> Coords:
+        """Coordinates of an inner chunk in its shard's own grid of inner chunks."""
+        return tuple((inner.start(c) - outer.start(s)) // n for outer, inner, s, c, n
+                     in zip(self.meta.grid.axes, self.read_grid.axes, shard, coords, self.inner_shape, strict=True))
 
     def _load_from_shard(self, shard: Coords, coords: list[Coords]) -> Iterator[tuple[Coords, Outcome]]:
         key = self.meta.chunk_key(shard)
+        shard_shape = self.meta.grid.stored_shape(shard)
         try:
-            index = self.cache.get((self._index_key_prefix, shard), lambda _: self._load_index(key))
+            index = self.cache.get((self._index_key_prefix, shard), lambda _: self._load_index(key, shard_shape))
         except ZarrfsError as exc:
             error = _located(self.store, self.meta, f"{key} (shard index)", exc)
             yield from ((one, error) for one in coords)
             return
         wanted: list[tuple[Coords, int, int]] = []
         for one in coords:
-            entry = self._entry(index, one)
+            entry = self._entry(index, shard_shape, self._within(shard, one))
             if entry is None:
                 yield one, None
             else:
@@ -255,12 +263,12 @@ class ShardedChunkSource:
             for one, offset, nbytes in run.members:
                 yield one, self._decode(key, one, data, offset - run.start, nbytes)
 
-    def _entry(self, index: np.ndarray | None, coords: Coords) -> tuple[int, int] | None:
-        """(offset, nbytes) of an inner chunk in its shard; None when it is fill value."""
+    def _entry(self, index: np.ndarray | None, shard_shape: tuple[int, ...], within: Coords) -> tuple[int, int] | None:
+        """(offset, nbytes) of inner chunk `within` of its shard; None when it is fill value."""
         if index is None:  # no shard: every inner chunk is fill
             return None
-        within = tuple(c % n for c, n in zip(coords, self.chunks_per_shard, strict=True))
-        offset, nbytes = (int(v) for v in index[int(np.ravel_multi_index(within, self.chunks_per_shard))])
+        per_shard = self.sharding.chunks_per_shard(shard_shape)
+        offset, nbytes = (int(v) for v in index[int(np.ravel_multi_index(within, per_shard))])
         return None if offset == int(EMPTY) else (offset, nbytes)
 
     def _decode(self, key: str, coords: Coords, data: bytes, start: int, nbytes: int) -> Outcome:
@@ -271,25 +279,18 @@ class ShardedChunkSource:
                                  f"{len(data)} bytes received (truncated shard or response)")
             piece = data if start == 0 and nbytes == len(data) else data[start:start + nbytes]
             with self.decode_slots:
-                chunk = self.sharding.codec.decode(piece, self.read_shape, self.meta.dtype)
-            return _checked(chunk, self.meta, self.read_shape)
+                chunk = self.sharding.codec.decode(piece, self.inner_shape, self.meta.dtype)
+            return _checked(chunk, self.meta, self.inner_shape)
         except ZarrfsError as exc:
             return self._error(key, coords, exc)
 
     def _error(self, key: str, coords: Coords, exc: ZarrfsError) -> ZarrfsError:
         return _located(self.store, self.meta, f"{key} inner {list(coords)}", exc)
 
-    def _load_index(self, key: str) -> np.ndarray | None:
-        start, stop = self.sharding.index_range(self.meta.chunk_shape)
+    def _load_index(self, key: str, shard_shape: tuple[int, ...]) -> np.ndarray | None:
+        start, stop = self.sharding.index_range(shard_shape)
         raw = self.store.get_range(key, start, stop)
         if raw is None:
             return None
-        return self.sharding.parse_index(raw, self.meta.chunk_shape)
+        return self.sharding.parse_index(raw, shard_shape)
 
-
-def band_nbytes(meta: ArrayMeta, read_shape: tuple[int, ...]) -> int:
-    """Bytes of the chunks one C-order run of rows crosses (the readahead unit)."""
-    if meta.ndim == 0:
-        return meta.dtype.itemsize
-    grid = [-(-s // c) for s, c in zip(meta.shape, read_shape, strict=True)]
-    return math.prod(read_shape) * meta.dtype.itemsize * math.prod(grid[1:])

@@ -14,9 +14,9 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from ..model.tiling import TileGrid
+from ..model.tiling import TileGrid, read_unit_shape
 from .engine import Engine
-from .reader import ArrayReader, Block
+from .reader import ArrayReader, Target
 
 
 def read_tile_bytes(reader: ArrayReader, grid: TileGrid, sample: np.dtype, start: int, stop: int,
@@ -28,7 +28,7 @@ def read_tile_bytes(reader: ArrayReader, grid: TileGrid, sample: np.dtype, start
     """
     tile_nbytes, stride = grid.tile_nbytes, grid.stride
     row_nbytes = grid.tile[1] * grid.itemsize
-    blocks: list[Block] = []
+    blocks: list[Target] = []
     pads: list[tuple[np.ndarray, int, int]] = []  # (tile part, valid rows, valid columns)
     partials: list[tuple[np.ndarray, np.ndarray, int]] = []  # (scratch rows, out piece, skip)
     position = start
@@ -54,13 +54,13 @@ def read_tile_bytes(reader: ArrayReader, grid: TileGrid, sample: np.dtype, start
         # Padding past the image edge: TIFF stores edge tiles whole.
         rows[valid_rows:] = reader.meta.fill_value
         rows[:valid_rows, valid_columns:] = reader.meta.fill_value
-    reader.fill_blocks(blocks)
+    reader.fill_targets(blocks)
     for rows, piece, skip in partials:
         piece[:] = rows.reshape(-1).view(np.uint8)[skip:skip + len(piece)]
 
 
 def _tile_blocks(reader: ArrayReader, grid: TileGrid, index: int, first_row: int, last_row: int,
-                 rows: np.ndarray, blocks: list[Block]) -> tuple[int, int]:
+                 rows: np.ndarray, blocks: list[Target]) -> tuple[int, int]:
     """Add the blocks filling tile rows [first_row, last_row) of tile `index` into `rows`.
 
     Returns how many of those rows and how many columns lie inside the image.
@@ -74,7 +74,8 @@ def _tile_blocks(reader: ArrayReader, grid: TileGrid, index: int, first_row: int
     x1 = min(grid.width, x0 + tw)
     if y1 <= y0:
         return 0, x1 - x0
-    unit = reader.read_shape
+    unit = read_unit_shape(reader.meta)
+    assert unit is not None  # tiled layouts exist only for chunks of one shape
     lead_coords: list[int] = []
     lead_src: list[slice] = []
     for i, u in zip(grid.array_plane(page), unit[:-2], strict=True):

@@ -36,7 +36,13 @@ import tifffile
 
 from zarrfs.conventions.semantics import Semantics
 from zarrfs.formats.tiff import MAX_PAGES, _sample_dtype, _SparseFile, _tags_nbytes
-from zarrfs.formats.tifftags import geotiff_tags, hyperstack, imagej_hints, imagej_letter, semantic_axes
+from zarrfs.formats.tifftags import (
+    geotiff_tags,
+    hyperstack,
+    imagej_hints,
+    imagej_letter,
+    semantic_axes,
+)
 from zarrfs.model.meta import ArrayMeta
 from zarrfs.model.tiling import TILE_GAP, TileGrid, read_unit_shape, tile_size
 
@@ -105,7 +111,10 @@ def tiled_layout(levels: Sequence[ArrayMeta], semantics: Semantics | None = None
     sample = _sample_dtype(meta.dtype)
     if sample is None or meta.ndim < 2 or 0 in meta.shape or max(meta.shape[-2:]) >= 2**32:
         return None
-    grids = [_grid(level, sample) for level in levels]
+    found = [_grid(level, sample) for level in levels]
+    grids = found[:found.index(None)] if None in found else found  # levels with chunks of one shape
+    if not grids:
+        return None
     if grids[0].pages > 1:
         grids = grids[:1]
     if grids[0].pages > MAX_PAGES or sum(g.pages * g.tiles_per_page for g in grids) > MAX_TILES:
@@ -121,10 +130,13 @@ def tiled_layout(levels: Sequence[ArrayMeta], semantics: Semantics | None = None
     return _build(grids, sample, bigtiff, extratags, resolution)
 
 
-def _grid(meta: ArrayMeta, sample: numpy.dtype) -> TileGrid:
+def _grid(meta: ArrayMeta, sample: numpy.dtype) -> TileGrid | None:
     """Tiles of the read unit's last two dimensions; a unit larger than the image (Zarr allows it)
-    is clipped to the image first, so a 10 x 10 array in 1000 x 1000 chunks is one 16 x 16 tile."""
+    is clipped to the image first, so a 10 x 10 array in 1000 x 1000 chunks is one 16 x 16 tile.
+    None for chunks of varying shape (a rectilinear grid)."""
     unit = read_unit_shape(meta)
+    if unit is None:
+        return None
     height, width = meta.shape[-2:]
     return TileGrid(meta.shape, (tile_size(min(unit[-2], height)), tile_size(min(unit[-1], width))),
                     sample.itemsize)

@@ -23,6 +23,7 @@ from .dtypes import (
     parse_v3_data_type,
     with_byte_order,
 )
+from .grids import RegularGrid
 from .meta import (
     ArrayMeta,
     ChunkKeyFn,
@@ -147,6 +148,11 @@ def _sharded(meta_args: dict[str, Any], transformers: Any, inner: V2ChunkCodec, 
     return meta_args
 
 
+def _meta(args: dict[str, Any]) -> ArrayMeta:
+    chunks = args.pop("chunk_shape")
+    return ArrayMeta(**args, grid=RegularGrid(args["shape"], chunks))
+
+
 def parse_zp2_array(doc: Any, path: str, where: str) -> ArrayMeta:
     """An array document as zarr-python 2.12-2.18 wrote it (`meta/root/<path>.array.json`)."""
     doc = require_object(doc, where)
@@ -171,7 +177,7 @@ def parse_zp2_array(doc: Any, path: str, where: str) -> ArrayMeta:
     args = dict(path=path, zarr_format="3-draft-zp2", shape=shape, dtype=dtype, chunk_shape=chunks,
                 fill_value=_fill(dtype, doc.get("fill_value"), where), codec=codec,
                 chunk_key=draft_chunk_key(prefix, separator, "c0"), attributes=attributes)
-    return ArrayMeta(**_sharded(args, doc.get("storage_transformers"), codec, where))
+    return _meta(_sharded(args, doc.get("storage_transformers"), codec, where))
 
 
 _SEED_ARRAY_KEYS = {"shape", "data_type", "chunk_grid", "chunk_memory_layout", "fill_value", "extensions",
@@ -210,5 +216,5 @@ def parse_seed_array(doc: Any, path: str, where: str) -> ArrayMeta:
                 fill_value=_fill(dtype, doc.get("fill_value"), where), codec=codec,
                 chunk_key=draft_chunk_key(prefix, separator, "c"),
                 attributes=_attributes(doc, where))
-    return ArrayMeta(**_sharded(args, doc.get("storage_transformers"), codec, where))
+    return _meta(_sharded(args, doc.get("storage_transformers"), codec, where))
 

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import MetadataError
+from .grids import ChunkGrid, RegularGrid
 from .limits import MAX_JSON_DEPTH, check_depth, check_document_size
 
 if TYPE_CHECKING:
@@ -29,7 +30,7 @@ class ArrayMeta:
     zarr_format: str  # "1", "2", "3", "3-draft-seed", "3-draft-zp2"
     shape: tuple[int, ...]
     dtype: np.dtype  # explicit byte order: the order the virtual files expose
-    chunk_shape: tuple[int, ...]  # shape of one stored object (a shard if sharded)
+    grid: ChunkGrid  # where the stored objects (shards, if sharded) lie, and their shapes
     fill_value: np.ndarray  # 0-d, of `dtype`
     codec: ChunkCodec  # decodes one stored object
     chunk_key: ChunkKeyFn
@@ -55,14 +56,21 @@ class ArrayMeta:
         return math.prod(self.shape) * self.dtype.itemsize
 
     @property
-    def grid_shape(self) -> tuple[int, ...]:
-        return tuple(-(-s // c) for s, c in zip(self.shape, self.chunk_shape, strict=True))
+    def chunk_shape(self) -> tuple[int, ...]:
+        """The one shape of every stored object. Only a regular grid has one (every v1/v2/draft
+        array); the engine asks `grid` instead, and a rectilinear grid raises here."""
+        if not isinstance(self.grid, RegularGrid):
+            raise TypeError(f"array /{self.path} has a {type(self.grid).__name__}, no single chunk shape")
+        return self.grid.chunk_shape
 
     def describe(self) -> dict[str, Any]:
         """JSON-able summary: `zarrfs tree --json` and the `.json` virtual file."""
         from ..codecs.sharding import ShardingCodec
 
         sharding = getattr(self.codec, "array_bytes", None)
+        sharded = isinstance(sharding, ShardingCodec)
+        # A rectilinear grid has no one chunk (or shard) shape: `chunk_grid` gives its edges.
+        outer = list(self.grid.chunk_shape) if isinstance(self.grid, RegularGrid) else None
         return {
             "node_type": "array",
             "path": "/" + self.path,
@@ -70,8 +78,9 @@ class ArrayMeta:
             "shape": list(self.shape),
             "dtype": dtype_json(self.dtype),
             "data_type": self.opaque_type,
-            "chunk_shape": list(sharding.chunk_shape) if isinstance(sharding, ShardingCodec) else list(self.chunk_shape),
-            "shard_shape": list(self.chunk_shape) if isinstance(sharding, ShardingCodec) else None,
+            "chunk_shape": list(sharding.chunk_shape) if sharded else outer,
+            "shard_shape": outer if sharded else None,
+            "chunk_grid": self.grid.describe(),
             "codecs": self.codec.describe(),
             "fill_value": fill_json(self.fill_value),
             "dimension_names": list(self.dimension_names) if self.dimension_names else None,

@@ -28,14 +28,16 @@ import math
 from dataclasses import dataclass
 
 from ..codecs.sharding import ShardingCodec
+from .grids import RegularGrid
 from .meta import ArrayMeta
 
 TIFF_TILE_MULTIPLE = 16
 TILE_GAP = 64 << 10
 
 
-def read_unit_shape(meta: ArrayMeta) -> tuple[int, ...]:
-    """The shape the engine decodes at once: the inner chunk of a shard, else the chunk.
+def read_unit_shape(meta: ArrayMeta) -> tuple[int, ...] | None:
+    """The shape the engine decodes at once: the inner chunk of a shard, else the chunk; None
+    when chunks differ in shape (a rectilinear grid), which tiles of one size cannot follow.
 
     The same rule as `engine.chunks.make_source`: a sharding codec that is the
     whole pipeline is read inner chunk by inner chunk.
@@ -43,7 +45,7 @@ def read_unit_shape(meta: ArrayMeta) -> tuple[int, ...]:
     sharding = getattr(meta.codec, "array_bytes", None)
     if isinstance(sharding, ShardingCodec) and not meta.codec.array_codecs and not meta.codec.bytes_codecs:
         return tuple(sharding.chunk_shape)
-    return tuple(meta.chunk_shape)
+    return tuple(meta.grid.chunk_shape) if isinstance(meta.grid, RegularGrid) else None
 
 
 def tile_size(unit: int) -> int:

@@ -12,6 +12,7 @@ from ..codecs import V2ChunkCodec, numcodecs_codec
 from ..codecs.vlen import object_codec_kind
 from ..errors import MetadataError, UnsupportedError
 from .dtypes import explicit_byte_order, fill_array, parse_typestr, vlen_fill
+from .grids import RegularGrid
 from .limits import check_vlen_elements
 from .meta import (
     ArrayMeta,
@@ -64,7 +65,7 @@ def parse_v2_array(doc: Any, path: str, prefix: str, attributes: dict[str, Any],
         zarr_format="2",
         shape=shape,
         dtype=dtype,
-        chunk_shape=chunks,
+        grid=RegularGrid(shape, chunks),
         fill_value=vlen_fill(vlen, doc.get("fill_value"), where) if vlen else
         fill_array(dtype, doc.get("fill_value"), where),
         codec=V2ChunkCodec(compressor, filters, order),
@@ -134,7 +135,7 @@ def parse_v1_array(doc: Any, attributes: dict[str, Any], where: str) -> ArrayMet
         zarr_format="1",
         shape=shape,
         dtype=dtype,
-        chunk_shape=chunks,
+        grid=RegularGrid(shape, chunks),
         fill_value=fill_array(dtype, doc.get("fill_value"), where),
         codec=V2ChunkCodec(compressor, (), order),
         chunk_key=v2_chunk_key("", "."),

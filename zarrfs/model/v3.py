@@ -6,6 +6,7 @@ import math
 from typing import Any
 
 from ..codecs import parse_codecs
+from ..codecs.sharding import ShardingCodec
 from ..errors import MetadataError, UnsupportedError
 from .dtypes import (
     VLEN_V3_TYPES,
@@ -16,6 +17,7 @@ from .dtypes import (
     vlen_fill,
     with_byte_order,
 )
+from .grids import ChunkGrid, RegularGrid, parse_rectilinear, refine
 from .limits import check_vlen_elements
 from .meta import (
     ArrayMeta,
@@ -59,10 +61,10 @@ def parse_v3_array(doc: Any, path: str, prefix: str, where: str) -> ArrayMeta:
     doc = require_object(doc, where)
     check_must_understand(doc, _ARRAY_KEYS, where)
     shape = parse_shape(require(doc, "shape", list, where), "shape", where, positive=False)
-    grid_name, grid_config, _ = extension(require(doc, "chunk_grid", (str, dict), where), f"{where}: chunk_grid")
-    if grid_name != "regular":
-        raise UnsupportedError(f"{where}: chunk_grid {grid_name!r} is not supported (only 'regular')")
-    chunks = parse_shape(grid_config.get("chunk_shape"), "chunk_shape", where, positive=True)
+    grid = parse_grid(require(doc, "chunk_grid", (str, dict), where), shape, where)
+    # The largest stored object bounds sizes; codecs are built for the first (a rectilinear grid's
+    # other shapes differ only in extents, which the sharding codec checks per shard: `refine`).
+    chunks = grid.max_stored_shape()
     codec_docs = require(doc, "codecs", list, where)
     data_type = require(doc, "data_type", (str, dict), where)
     base_dtype = parse_v3_data_type(data_type, f"{where}: data_type")
@@ -88,14 +90,18 @@ def parse_v3_array(doc: Any, path: str, prefix: str, where: str) -> ArrayMeta:
     attributes = doc.get("attributes", {})
     if not isinstance(attributes, dict):
         raise MetadataError(f"{where}: attributes must be an object")
+    codec = parse_codecs(codec_docs, grid.stored_shape((0,) * len(shape)), fill, where)
+    sharding = codec.array_bytes
+    if isinstance(sharding, ShardingCodec):
+        refine(grid, sharding.chunk_shape, where)  # the inner chunks must divide every shard
     return ArrayMeta(
         path=path,
         zarr_format="3",
         shape=shape,
         dtype=dtype,
-        chunk_shape=chunks,
+        grid=grid,
         fill_value=fill,
-        codec=parse_codecs(codec_docs, chunks, fill, where),
+        codec=codec,
         chunk_key=chunk_key_encoding(doc.get("chunk_key_encoding"), prefix, where),
         attributes=attributes,
         dimension_names=parse_dimension_names(doc.get("dimension_names"), len(shape), where),
@@ -108,6 +114,18 @@ def vlen_kind(data_type: Any) -> str | None:
     """"str" or "bytes" for a variable-length `data_type`, else None."""
     name = data_type if isinstance(data_type, str) else data_type.get("name") if isinstance(data_type, dict) else None
     return VLEN_V3_TYPES.get(name) if isinstance(name, str) else None
+
+
+def parse_grid(value: Any, shape: tuple[int, ...], where: str) -> ChunkGrid:
+    name, config, _ = extension(value, f"{where}: chunk_grid")
+    if name == "regular":
+        chunks = parse_shape(config.get("chunk_shape"), "chunk_shape", where, positive=True)
+        if len(chunks) != len(shape):
+            raise MetadataError(f"{where}: shape {list(shape)} and chunk shape {list(chunks)} differ in rank")
+        return RegularGrid(shape, chunks)
+    if name == "rectilinear":
+        return parse_rectilinear(config, shape, where)
+    raise UnsupportedError(f"{where}: chunk_grid {name!r} is not supported (only 'regular' and 'rectilinear')")
 
 
 def chunk_key_encoding(value: Any, prefix: str, where: str) -> ChunkKeyFn:
