@@ -42,6 +42,7 @@ import numpy as np
 from ..codecs.vlen import fixed_width_dtype, longest, to_fixed_width
 from ..errors import ChunkError, TooLargeError, ZarrfsError
 from ..model.limits import VLEN_SIZE_VARIABLE, max_vlen_bytes
+from ..model.grids import ChunkGrid
 from ..model.meta import ArrayMeta
 from ..stores.store import Store
 from .cache import ChunkCache
@@ -68,7 +69,7 @@ class FixedWidthSource:
         self.inner = inner
         self.meta = served
         self.kind = kind
-        self.read_shape = inner.read_shape
+        self.read_grid = inner.read_grid
         self.store_name = store_name
 
     def group(self, coords: Coords) -> Hashable | None:
@@ -91,7 +92,7 @@ class FixedWidthSource:
             yield one, outcome
 
     def _fixed(self, coords: Coords, chunk: np.ndarray) -> np.ndarray:
-        inside = _inside(coords, self.read_shape, self.meta.shape)
+        inside = _inside(self.read_grid, coords)
         if any(s.stop < n for s, n in zip(inside, chunk.shape, strict=True)):  # an edge chunk
             blanked = np.full(chunk.shape, "" if self.kind == "str" else b"", object)
             blanked[inside] = chunk[inside]
@@ -99,18 +100,19 @@ class FixedWidthSource:
         try:
             return to_fixed_width(chunk, self.kind, self.meta.dtype)
         except ChunkError as exc:
-            raise _located(self.store_name, self.meta, self.read_shape, coords, exc) from exc
+            raise _located(self.store_name, self.meta, self.read_grid, coords, exc) from exc
 
 
-def _located(store_name: str, meta: ArrayMeta, unit: tuple[int, ...], coords: Coords, exc: ChunkError) -> ChunkError:
+def _located(store_name: str, meta: ArrayMeta, read_grid: ChunkGrid, coords: Coords, exc: ChunkError) -> ChunkError:
     """`exc` naming store, array and chunk (its key, or the inner chunk's place in a shard)."""
-    chunk = repr(meta.chunk_key(coords)) if unit == meta.chunk_shape else f"(inner chunk {list(coords)})"
+    chunk = repr(meta.chunk_key(coords)) if read_grid == meta.grid else f"(inner chunk {list(coords)})"
     return ChunkError(f"{store_name}: array /{meta.path}: chunk {chunk}: {exc}")
 
 
-def _inside(coords: Coords, unit: tuple[int, ...], shape: tuple[int, ...]) -> tuple[slice, ...]:
+def _inside(read_grid: ChunkGrid, coords: Coords) -> tuple[slice, ...]:
     """The part of read unit `coords` that lies inside the array, in the unit's own coordinates."""
-    return tuple(slice(0, max(0, min(n, s - c * n))) for c, n, s in zip(coords, unit, shape, strict=True))
+    starts, stops = read_grid.chunk_box(coords)
+    return tuple(slice(0, stop - start) for start, stop in zip(starts, stops, strict=True))
 
 
 class VlenArrays:
@@ -152,9 +154,11 @@ class VlenArrays:
     def objects(self, meta: ArrayMeta) -> np.ndarray:
         """The whole array as an object array of str/bytes, as zarr-python reads it (for `.json` values)."""
         out = np.empty(meta.shape, object)
-        for coords, unit, elements in self._chunks(meta):
-            box = tuple(slice(c * n, c * n + s) for c, n, s in zip(coords, unit, elements.shape, strict=True))
-            out[box] = elements
+        source = make_source(self.store, meta, self.cache, self.decode_slots)
+        for batch in _batches(source.read_grid, _BATCH):
+            for coords, elements in _elements(meta, source, batch):
+                starts, stops = source.read_grid.chunk_box(coords)
+                out[tuple(slice(a, b) for a, b in zip(starts, stops, strict=True))] = elements
         return out
 
     # -------------------------------------------------------------- internal
@@ -170,19 +174,13 @@ class VlenArrays:
                 f"{where}: its longest element makes it {dtype} ({nbytes} bytes), more than the "
                 f"{max_vlen_bytes()} bytes of a variable-length array zarrfs serves; raise the bound with the "
                 f"environment variable {VLEN_SIZE_VARIABLE} (e.g. {VLEN_SIZE_VARIABLE}={-(-nbytes >> 20)}M)")
-        chunk_nbytes = math.prod(meta.chunk_shape) * dtype.itemsize
+        chunk_nbytes = math.prod(meta.grid.max_stored_shape()) * dtype.itemsize
         if chunk_nbytes > self.cache.budget_bytes:
             raise TooLargeError(
                 f"{where}: one chunk at width {dtype} is {chunk_nbytes} bytes, more than the cache budget "
                 f"({self.cache.budget_bytes}); mount with --cache-size {-(-2 * chunk_nbytes >> 20)}M or more")
         fill = np.array(meta.fill_value.item(), dtype)
         return FixedWidth(width, dataclasses.replace(meta, dtype=dtype, fill_value=fill, vlen=None))
-
-    def _chunks(self, meta: ArrayMeta) -> Iterator[tuple[Coords, tuple[int, ...], np.ndarray]]:
-        """(coords, read unit shape, its elements) for every read unit, in C order, one decoded at a time."""
-        source = make_source(self.store, meta, self.cache, self.decode_slots)
-        for batch in _batches(meta, source.read_shape, _BATCH):
-            yield from _elements(meta, source, batch)
 
     def _scan(self, meta: ArrayMeta) -> int:
         """The longest element, the chunks loaded by `scan_threads` at once (a remote store answers
@@ -193,18 +191,18 @@ class VlenArrays:
 
         def longest_in(batch: list[Coords]) -> int:
             most = 0
-            for coords, unit, elements in _elements(meta, source, batch):
+            for coords, elements in _elements(meta, source, batch):
                 try:
                     most = max(most, longest(elements, meta.vlen))
                 except ChunkError as exc:
-                    raise _located(self.store.display_name, meta, unit, coords, exc) from exc
+                    raise _located(self.store.display_name, meta, source.read_grid, coords, exc) from exc
             return most
 
         most = 0
         with ThreadPoolExecutor(self.scan_threads, thread_name_prefix="zarrfs-vlen") as pool:
             pending: deque[Future[int]] = deque()
             try:
-                for batch in _batches(meta, source.read_shape, _SCAN_BATCH):
+                for batch in _batches(source.read_grid, _SCAN_BATCH):
                     pending.append(pool.submit(longest_in, batch))
                     if len(pending) >= 2 * self.scan_threads:
                         most = max(most, pending.popleft().result())
@@ -216,25 +214,21 @@ class VlenArrays:
         return most
 
 
-def _batches(meta: ArrayMeta, unit: tuple[int, ...], size: int) -> Iterator[list[Coords]]:
-    """The read units of `meta` in C order, `size` at a time (never all at once: there may be millions)."""
-    grid = tuple(-(-s // c) for s, c in zip(meta.shape, unit, strict=True))
-    all_coords = itertools.product(*(range(n) for n in grid))
+def _batches(read_grid: ChunkGrid, size: int) -> Iterator[list[Coords]]:
+    """The read units of a grid in C order, `size` at a time (never all at once: there may be millions)."""
+    all_coords = itertools.product(*(range(n) for n in read_grid.grid_shape))
     while batch := list(itertools.islice(all_coords, size)):
         yield batch
 
 
-def _elements(meta: ArrayMeta, source: ChunkSource, batch: list[Coords],
-              ) -> Iterator[tuple[Coords, tuple[int, ...], np.ndarray]]:
-    """(coords, read unit shape, its elements inside the array) of each unit of `batch`; a missing
-    unit gives the fill value."""
-    unit = source.read_shape
+def _elements(meta: ArrayMeta, source: ChunkSource, batch: list[Coords]) -> Iterator[tuple[Coords, np.ndarray]]:
+    """(coords, its elements inside the array) of each read unit of `batch`; a missing unit gives the fill value."""
     for coords, outcome in source.load_many(batch):
         if isinstance(outcome, ZarrfsError):
             raise outcome
-        inside = _inside(coords, unit, meta.shape)
+        inside = _inside(source.read_grid, coords)
         if outcome is None:
             # the 0-d object fill itself: np.full of a bytes value would drop its trailing NULs
-            yield coords, unit, np.full(tuple(s.stop for s in inside), meta.fill_value, object)
+            yield coords, np.full(tuple(s.stop for s in inside), meta.fill_value, object)
         else:
-            yield coords, unit, outcome[(*inside, ...)]  # a view, also of a 0-d chunk
+            yield coords, outcome[(*inside, ...)]  # a view, also of a 0-d chunk
