@@ -354,10 +354,11 @@ def _cut(sink: _SparseFile, stack: _Stack, offset: tuple[int, int] | None) -> La
 
 
 class _SparseFile(io.RawIOBase):
-    """Seekable write-only file keeping the bytes written and the extent of the rest.
+    """Seekable file keeping the bytes written and the extent of the rest.
 
     tifffile reserves pixel data with seek (plus one NUL at the end), so a
-    file of any size costs only the structure it writes.
+    file of any size costs only the structure it writes. Read back (never-
+    written bytes are 0), it lets tifffile parse the IFDs it wrote.
     """
 
     def __init__(self) -> None:
@@ -368,6 +369,19 @@ class _SparseFile(io.RawIOBase):
 
     def writable(self) -> bool:
         return True
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        view = memoryview(buffer).cast("B")
+        stop = min(self.size, self._pos + len(view))
+        if stop <= self._pos:
+            return 0
+        n = stop - self._pos
+        view[:n] = self.getrange(self._pos, stop)
+        self._pos = stop
+        return n
 
     def seekable(self) -> bool:
         return True

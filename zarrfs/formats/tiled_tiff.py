@@ -24,9 +24,7 @@ tile regions (`TiledLayout.parts`). No chunk is read to build a layout.
 from __future__ import annotations
 
 import bisect
-import io
 import itertools
-import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -181,7 +179,8 @@ def _page_regions(sink: _SparseFile, grids: list[TileGrid]) -> list[tuple[int, i
     would not be what `engine.tiles.read_tile_bytes` serves.
     """
     regions: list[tuple[int, int, int]] = []
-    with tifffile.TiffFile(_SinkReader(sink)) as tif:
+    sink.seek(0)
+    with tifffile.TiffFile(sink) as tif:
         pages = iter(tif.pages)
         for level, grid in enumerate(grids):
             for page in range(grid.pages):
@@ -231,36 +230,3 @@ class _ZeroSkippingSink(_SparseFile):
             self.size = max(self.size, self._pos)
             return n
         return super().write(data)
-
-
-class _SinkReader(io.RawIOBase):
-    """The sink read back as a file (never-written bytes are 0), for tifffile to parse the IFDs."""
-
-    def __init__(self, sink: _SparseFile) -> None:
-        super().__init__()
-        self._sink = sink
-        self._pos = 0
-
-    def readable(self) -> bool:
-        return True
-
-    def seekable(self) -> bool:
-        return True
-
-    def tell(self) -> int:
-        return self._pos
-
-    def seek(self, offset: int, whence: int = os.SEEK_SET) -> int:
-        base = {os.SEEK_SET: 0, os.SEEK_CUR: self._pos, os.SEEK_END: self._sink.size}[whence]
-        self._pos = base + offset
-        return self._pos
-
-    def readinto(self, buffer: Any) -> int:
-        view = memoryview(buffer).cast("B")
-        stop = min(self._sink.size, self._pos + len(view))
-        if stop <= self._pos:
-            return 0
-        n = stop - self._pos
-        view[:n] = self._sink.getrange(self._pos, stop)
-        self._pos = stop
-        return n
