@@ -26,9 +26,13 @@ log = logging.getLogger(__name__)
 
 MOUNT_DESCRIPTION = """\
 Mount SOURCE read-only on MOUNTPOINT. Each group becomes a directory, each
-array N the files N.npy, N.raw (C-order element bytes), N.tif and N.json.
-By default the command returns once the mount is usable and the daemon keeps
-running in the background; stop it with `zarrfs unmount MOUNTPOINT`.
+array N the files N.npy, N.raw (C-order element bytes) with its headers
+N.raw.hdr (ENVI), N.mhd (MetaImage) and N.nhdr (NRRD), N.tif (ImageJ
+hyperstack with calibration, GeoTIFF tags when georeferenced), N.tiled.tif
+(tiled GeoTIFF with the image's pyramid as overviews, for GDAL/QGIS) and
+N.json; a string array only N.npy and N.json. By default the command returns
+once the mount is usable and the daemon keeps running in the background; stop
+it with `zarrfs unmount MOUNTPOINT`.
 """
 
 
@@ -40,7 +44,7 @@ def add_mount_commands(commands: argparse._SubParsersAction, add_source: Callabl
     mount.add_argument("--cache-size", default=f"{default_cache >> 20}M", metavar="SIZE",
                        help="budget for decoded chunks, e.g. 512M, 2GiB (default: %(default)s)")
     mount.add_argument("--formats", default=",".join(DEFAULT_FORMATS), metavar="LIST",
-                       help="file kinds to show, comma-separated from npy,raw,hdr,mhd,nhdr,tif,json; hdr, mhd "
+                       help=f"file kinds to show, comma-separated from {','.join(FORMAT_GROUPS)}; hdr, mhd "
                             "and nhdr are headers of the .raw file and need raw (default: %(default)s)")
     mount.add_argument("--workers", type=int, default=default_workers(), metavar="N",
                        help="threads that fetch and decode chunks (default: %(default)s)")
