@@ -5,7 +5,8 @@
 #     compiled extension beside the sources) and run from that directory;
 #   - as this user, and (when run as root) as an unprivileged user with /dev/fuse made
 #     accessible as Debian does by default (mode 0666);
-#   - `zarrfs tree` of a plain install (no extras) prints nothing on stderr.
+#   - `zarrfs tree` of a plain install (no extras) prints nothing on stderr;
+#   - (as root) that user can `pip install` from a checkout it cannot write to.
 # Called by scripts/test.sh after the main suite.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -61,4 +62,13 @@ if [ "$(id -u)" -eq 0 ]; then
     chmod 0666 /dev/fuse  # Debian's default; some images ship 0600
     echo "== the same, as the unprivileged user $USER_NAME"
     run_tests runuser -u "$USER_NAME" --
+
+    echo "== pip install by $USER_NAME from a checkout it cannot write to"
+    mkdir -p "$work/home" && chown "$USER_NAME" "$work/home"
+    chmod -R a-w "$work/src"
+    runuser -u "$USER_NAME" -- env HOME="$work/home" "$PY" -m venv "$work/home/venv"
+    runuser -u "$USER_NAME" -- env HOME="$work/home" "$work/home/venv/bin/python" -m pip install -q --no-deps \
+        "$work/src" 2>&1 | grep -v "^WARNING: Location" || true
+    runuser -u "$USER_NAME" -- "$work/home/venv/bin/python" -P -c 'import zarrfs.engine._gather'
+    chmod -R u+w "$work/src"
 fi
