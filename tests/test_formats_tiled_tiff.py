@@ -25,7 +25,7 @@ from ome_zarr.writer import write_image
 
 from clients import gdal_read, gdalinfo_json
 from mountutil import mounted
-from test_meaning_clients import GDAL_CASES, _epsg, _gdal
+from test_meaning_clients import GDAL_CASES, _epsg, write_gdal_store
 from zarrfs.engine.engine import Engine
 from zarrfs.view import FileEntry, VirtualTree
 
@@ -143,16 +143,8 @@ def test_gdal_sees_tiles_and_overviews_of_the_pyramid(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("case", ["utm-nodata", "lonlat"])
 def test_gdal_reads_the_georeference_like_its_own_zarr_driver(case: str, tmp_path: Path) -> None:
-    srs, (ulx, uly, lrx, lry), nodata = GDAL_CASES[case]
-    data = (np.arange(40 * 50, dtype="<i2").reshape(40, 50) * 3 - 100)
-    raw = tmp_path / "src.bin"
-    data.tofile(raw)
-    raw.with_suffix(".hdr").write_text("ENVI\nsamples = 50\nlines = 40\nbands = 1\nheader offset = 0\n"
-                                       "file type = ENVI Standard\ndata type = 2\ninterleave = bsq\nbyte order = 0\n")
-    tif, store = tmp_path / "src.tif", tmp_path / "geo.zarr"
-    _gdal("gdal_translate", "-q", "-a_srs", srs, "-a_ullr", str(ulx), str(uly), str(lrx), str(lry),
-          *(["-a_nodata", nodata] if nodata else []), str(raw), str(tif))
-    _gdal("gdal_translate", "-q", "-of", "Zarr", "-co", "BLOCKSIZE=16,32", str(tif), str(store))
+    srs = GDAL_CASES[case][0]
+    store, data = write_gdal_store(case, tmp_path, (40, 50), creation=("BLOCKSIZE=16,32",))
     reference = gdalinfo_json(str(store))
     with mounted(store, tmp_path / "mnt", tmp_path / "log") as mount:
         path = str(mount.root / "geo.tiled.tif")

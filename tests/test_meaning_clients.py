@@ -168,18 +168,21 @@ GDAL_CASES = {
 }
 
 
-def write_gdal_store(case: str, tmp_path: Path) -> tuple[Path, np.ndarray]:
-    """A georeferenced int16 raster written by GDAL's own Zarr driver (GTiff -> Zarr); the array is `geo`."""
+def write_gdal_store(case: str, tmp_path: Path, shape: tuple[int, int] = (12, 20),
+                     creation: tuple[str, ...] = ()) -> tuple[Path, np.ndarray]:
+    """A georeferenced int16 raster written by GDAL's own Zarr driver (GTiff -> Zarr, `creation` its
+    -co options); the array is `geo`."""
     srs, (ulx, uly, lrx, lry), nodata = GDAL_CASES[case]
-    data = (np.arange(12 * 20, dtype="<i2").reshape(12, 20) * 3 - 100)
+    lines, samples = shape
+    data = (np.arange(lines * samples, dtype="<i2").reshape(shape) * 3 - 100)
     raw = tmp_path / "src.bin"
     data.tofile(raw)
-    raw.with_suffix(".hdr").write_text("ENVI\nsamples = 20\nlines = 12\nbands = 1\nheader offset = 0\n"
+    raw.with_suffix(".hdr").write_text(f"ENVI\nsamples = {samples}\nlines = {lines}\nbands = 1\nheader offset = 0\n"
                                        "file type = ENVI Standard\ndata type = 2\ninterleave = bsq\nbyte order = 0\n")
     tif, store = tmp_path / "src.tif", tmp_path / "geo.zarr"  # GDAL names the array after the store: geo
     _gdal("gdal_translate", "-q", "-a_srs", srs, "-a_ullr", str(ulx), str(uly), str(lrx), str(lry),
           *(["-a_nodata", nodata] if nodata else []), str(raw), str(tif))
-    _gdal("gdal_translate", "-q", "-of", "Zarr", str(tif), str(store))
+    _gdal("gdal_translate", "-q", "-of", "Zarr", *(arg for option in creation for arg in ("-co", option)), str(tif), str(store))
     return store, data
 
 
