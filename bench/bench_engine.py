@@ -29,7 +29,7 @@ PEERS = ("zarrfs", "zarr-python", "tensorstore")
 
 def run_zarrfs(path: Path, cache_size: str) -> dict:
     from zarrfs.engine.engine import Engine
-    from zarrfs.fuse.memory import tune_process
+    from zarrfs.memory import tune_process
     from zarrfs.options import EngineOptions, parse_size
 
     tune_process()  # as the daemon does

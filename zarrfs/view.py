@@ -26,6 +26,7 @@ from .conventions.semantics import Semantics
 from .engine.engine import Engine
 from .engine.reader import ArrayReader, ReadStream
 from .errors import IsDirectoryError, NotFoundError
+from .memory import memory_figures
 from .formats import FORMATS, json_document
 from .formats.base import DeferredLayout, Layout
 from .formats.tiled_tiff import TiledLayout
@@ -129,7 +130,8 @@ class VirtualTree:
         """The file at `path`, opened for reading."""
         entry = self.lookup(path)
         if isinstance(entry, StatsEntry):
-            return Handle(Layout(json_document(self.engine.stats()), 0), None, direct_io=True)
+            return Handle(Layout(json_document({**self.engine.stats(), "memory": memory_figures()}), 0), None,
+                          direct_io=True)
         if not isinstance(entry, FileEntry):
             raise IsDirectoryError(f"/{path.strip('/')} is a directory")
         reader = self.engine.reader(entry.array_path) if entry.array_path is not None else None

@@ -29,7 +29,7 @@ from typing import Any
 
 from ..errors import ZarrfsError
 from ..options import EngineOptions
-from .memory import tune_process
+from ..memory import HeapTrimmer, tune_process
 from .mountpoints import device, fstype, holders
 from .stopper import Stopper
 
@@ -170,17 +170,29 @@ READ_AHEAD_REMOTE_KB = 1024
 # on a slow store holds its requests for as long as the store takes.
 MAX_BACKGROUND = 24
 # FUSE threads: every request in flight holds one until it is answered. Up to
-# MAX_BACKGROUND of them are readahead; the rest stay free for lookups,
+# the background limit of them are readahead; 8 more stay free for lookups,
 # listings and direct reads while readers wait on a slow store. With 8
 # threads (zarrfs's earlier setting) and the kernel's 12 readahead slots, 9
 # readers stuck on a stalled HTTP store made `stat` of any other file wait out
-# their timeouts (80 s); now 10 stuck readers leave everything else answering
-# at once (20 exhaust the readahead slots: reads of other files wait, lookups
-# and listings do not).
-# The price: a request in flight holds libfuse's 1 MiB reply buffer. A
-# 16-reader soak (bench/soak.py, 32 MiB budget) peaked at budget + 102-115
-# MiB with 32 threads against + 71-78 MiB with 8, at the same throughput.
-MAX_THREADS = MAX_BACKGROUND + 8
+# their timeouts (80 s); with 24 + 8, 10 stuck readers leave everything else
+# answering at once (20 exhaust the readahead slots: reads of other files
+# wait, lookups and listings do not).
+FREE_THREADS = 8
+# The price: a request in flight holds libfuse's 1 MiB reply buffer and its
+# thread's 1 MiB receive buffer, outside the cache. So small budgets get fewer
+# readahead slots: one per 4 MiB of budget, 4 to 24. A 16-reader soak
+# (bench/soak.py) on a 16 MiB budget had 85 MiB of heap in use beyond the
+# cache with 24 slots and 35-45 MiB with 8.
+BUDGET_PER_BACKGROUND = 4 << 20
+MIN_BACKGROUND = 4
+
+
+def fuse_concurrency(cache_bytes: int) -> tuple[int, int]:
+    """(readahead requests in flight, FUSE threads) for a daemon with this cache budget."""
+    background = max(MIN_BACKGROUND, min(MAX_BACKGROUND, cache_bytes // BUDGET_PER_BACKGROUND))
+    return background, background + FREE_THREADS
+
+
 MAX_IDLE_THREADS = 8  # threads beyond these exit when idle
 
 
@@ -248,6 +260,7 @@ def serve(options: MountOptions, report: Callable[[str], None] | None = None) ->
         raise
 
     served = threading.Event()
+    trimmer = HeapTrimmer()
 
     def ready() -> None:
         # libfuse's init ran, so the kernel mount exists: a signal from now on
@@ -257,6 +270,7 @@ def serve(options: MountOptions, report: Callable[[str], None] | None = None) ->
         if _wait_until_listable(mountpoint):
             local = engine.store.local_path("") is not None
             raise_readahead(mountpoint, READ_AHEAD_LOCAL_KB if local else READ_AHEAD_REMOTE_KB)
+            trimmer.start()  # a thread: only now, in the daemon (see memory.py)
             log.info("mounted %s on %s", engine.store.display_name, mountpoint)
             sd_notify("READY=1")
             report("READY")
@@ -277,12 +291,13 @@ def serve(options: MountOptions, report: Callable[[str], None] | None = None) ->
             stopper.detached()
 
     tune_process()
-    operations = Operations(tree, attr_timeout=options.attr_timeout, on_ready=ready, max_background=MAX_BACKGROUND)
+    background, threads = fuse_concurrency(options.engine.cache_bytes)
+    operations = Operations(tree, attr_timeout=options.attr_timeout, on_ready=ready, max_background=background)
     fuse_kwargs: dict[str, Any] = {"ro": True, "fsname": f"zarrfs:{engine.store.display_name}"[:200],
                                    "subtype": "zarrfs", "default_permissions": True,
                                    # libfuse 3.14 leaves max_idle_threads at UINT_MAX and prints "Ignoring
                                    # invalid max threads value" unless it is set.
-                                   "max_threads": MAX_THREADS, "max_idle_threads": MAX_IDLE_THREADS}
+                                   "max_threads": threads, "max_idle_threads": MAX_IDLE_THREADS}
     if options.allow_other:
         fuse_kwargs["allow_other"] = True
     for option in options.fuse_options:
@@ -304,6 +319,7 @@ def serve(options: MountOptions, report: Callable[[str], None] | None = None) ->
             raise MountError(message) from None
         log.info("the FUSE loop ended (a stop signal, or the kernel closed the connection)")
     finally:
+        trimmer.stop()
         stopper.finished()
         sd_notify("STOPPING=1")
         stats = engine.cache.stats()

@@ -1,0 +1,154 @@
+"""Allocator settings that keep the daemon fast and within its cache budget.
+
+Decoded chunks are megabytes each and turn over as the LRU evicts them. If
+each one is mapped on its own (glibc's default above 128 KiB), every page of
+every chunk is faulted in and zeroed afresh: on a cold 1 GiB read through the
+mount that was a fifth of the daemon's CPU time, and the read ran 15-20%
+slower than with buffers reused from the heap (bench/bench_mount.py).
+So blocks up to 32 MiB come from the heap and are reused. The heap must not
+keep what it frees, either: with glibc's defaults (one arena per thread, a
+dynamic threshold) a pass over a 1 GiB array left 145 MiB over a 512 MiB
+budget, and even two arenas fragmented to 650 MiB peak on that budget. One
+arena and a 16 MiB trim threshold: 586-593 MiB peak with a 512 MiB budget,
+327-334 MiB with 256 MiB, and no slower (chunk-sized mallocs are rare enough
+that threads do not queue for the one arena's lock).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import functools
+import logging
+import os
+import sys
+import threading
+
+log = logging.getLogger(__name__)
+
+_M_TRIM_THRESHOLD = -1
+_M_MMAP_THRESHOLD = -3
+_M_ARENA_MAX = -8
+# Blocks above this are mapped on their own and unmapped when freed: 32 MiB,
+# the most glibc's own dynamic threshold would grow to, holds a typical chunk
+# (1-16 MiB) and the 1 MiB FUSE replies.
+MMAP_THRESHOLD = 32 << 20
+
+
+def tune_process() -> None:
+    """Process-wide settings for a long-running zarrfs process (the daemon, benchmarks)."""
+    tune_malloc()
+    tune_blosc()
+
+
+def tune_blosc() -> None:
+    """Decode blosc through its global context, parallelised by blosc's own threads.
+
+    numcodecs otherwise uses a fresh context per call from non-main threads
+    (ours are all non-main); measured here, that left 64 MiB of allocator
+    memory behind per pass over a 1 GiB array, and the global context none.
+    """
+    import numcodecs.blosc
+
+    numcodecs.blosc.use_threads = True
+
+
+def tune_malloc() -> bool:
+    """Apply the allocator settings process-wide (glibc only); True if they were applied."""
+    mallopt = getattr(_libc(), "mallopt", None)
+    if mallopt is None:
+        return False
+    return all((
+        mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD),
+        mallopt(_M_TRIM_THRESHOLD, 16 << 20),
+        mallopt(_M_ARENA_MAX, 1),
+    ))
+
+
+class _Mallinfo2(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_size_t) for name in
+                ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks",
+                 "keepcost")]
+
+
+def memory_figures() -> dict[str, int]:
+    """Where this process's memory is, for `.zarrfs-stats.json` and the soak test.
+
+    `rss_bytes` is what the system counts; the `heap_*` figures are glibc's (`mallinfo2`): bytes the
+    heap holds from the system, of which in use and free (free but kept is fragmentation or cache
+    of the allocator), and bytes in blocks mapped on their own; `python_blocks` counts the
+    interpreter's live objects.
+    """
+    page = os.sysconf("SC_PAGE_SIZE")
+    with open("/proc/self/statm") as statm:
+        figures = {"rss_bytes": int(statm.read().split()[1]) * page}
+    info = _mallinfo2()
+    if info is not None:
+        figures.update(heap_bytes=info.arena, heap_in_use_bytes=info.uordblks, heap_free_bytes=info.fordblks,
+                       mapped_bytes=info.hblkhd)
+    figures["python_blocks"] = sys.getallocatedblocks()
+    return figures
+
+
+def _mallinfo2() -> _Mallinfo2 | None:
+    function = getattr(_libc(), "mallinfo2", None)  # glibc 2.33 and later
+    if function is None:
+        return None
+    function.restype = _Mallinfo2
+    return function()
+
+
+@functools.cache
+def _libc() -> ctypes.CDLL | None:
+    """The C library, or None where there is none to load (found once: `find_library` runs a program)."""
+    name = ctypes.util.find_library("c")
+    try:
+        return ctypes.CDLL(name) if name else None
+    except OSError:
+        return None
+
+
+# Free heap the allocator may keep before `HeapTrimmer` gives it back, and how often it looks.
+TRIM_SLACK = 16 << 20
+TRIM_INTERVAL = 1.0
+
+
+class HeapTrimmer:
+    """Gives the heap's free pages back to the system whenever more than `slack` bytes lie free.
+
+    glibc returns memory only from the top of its heap (beyond M_TRIM_THRESHOLD). Under many
+    readers the heap holds decoded chunks, libfuse's 1 MiB request and reply buffers and read
+    windows side by side; when some are freed the holes between live blocks stay resident. A
+    16-reader soak on a 16 MiB budget kept 55-96 MiB free in the heap, resident, and the daemon's
+    RSS rose with it. `malloc_trim(0)` releases every free page, holes included, and the next use of
+    those addresses faults in fresh pages: so it runs only when the free part passes `slack`, which
+    a steady stream of equal-sized chunks (freed and reused at once) does not reach.
+    """
+
+    def __init__(self, slack: int = TRIM_SLACK, interval: float = TRIM_INTERVAL) -> None:
+        self.slack = slack
+        self.interval = interval
+        self.trims = 0
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._trim = getattr(_libc(), "malloc_trim", None)
+
+    def start(self) -> bool:
+        """Start watching (False, doing nothing, where the allocator is not glibc's)."""
+        if self._trim is None or _mallinfo2() is None:
+            return False
+        self._thread = threading.Thread(target=self._run, name="zarrfs-trim", daemon=True)
+        self._thread.start()
+        return True
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            info = _mallinfo2()
+            if info is not None and info.fordblks > self.slack:
+                self._trim(0)
+                self.trims += 1
