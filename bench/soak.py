@@ -14,6 +14,12 @@ daemon serves them), random O_DIRECT preads, and slices of
 `np.load(mmap_mode="r")`. A warm-up phase runs the same load first; the
 daemons' descriptors and threads are counted after it and after the run.
 
+With `--http` the stores are served by an HTTP server on 127.0.0.1 behind
+the tests' fault proxy: every request waits 20 ms, and every few seconds the
+next requests get 503s, connection resets, stalls or cut bodies, never more
+in a row than zarrfs retries. Errors are then allowed only as EIO, each with
+a line in the daemon's log; a wrong byte never is.
+
 Prints the figures and writes them as JSON: reads, bytes, errors, wrong
 bytes, latency percentiles, each daemon's RSS when idle after mounting and
 its peak (VmHWM), descriptors and threads. Exits 1 if a target is missed: any error or wrong byte, peak RSS
@@ -24,6 +30,7 @@ than after the warm-up.
 from __future__ import annotations
 
 import argparse
+import errno
 import io
 import json
 import os
@@ -34,7 +41,8 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -42,6 +50,12 @@ from typing import Any
 import numpy as np
 
 RSS_SLACK_MIB = 100
+# Resident memory after the warm-up must stay flat: over a long run (an hour: its last 50 minutes)
+# the slope stays under 1 MiB per 10 minutes; over any run it may not end higher than it began by
+# more than the free heap a daemon may keep (zarrfs/memory.py: TRIM_SLACK).
+SLOPE_LIMIT_MIB_PER_10MIN = 1.0
+SLOPE_MIN_MINUTES = 30
+GROWTH_LIMIT_MIB = 16
 KINDS = ("stream", "preads", "mmap")
 
 
@@ -135,6 +149,7 @@ class Tally:
     reads: int = 0
     bytes: int = 0
     errors: int = 0
+    eio: int = 0  # errors that were OSError EIO
     wrong_bytes: int = 0
     latencies: list[float] = field(default_factory=list)
     by_kind: dict[str, int] = field(default_factory=dict)
@@ -144,6 +159,7 @@ class Tally:
         self.reads += other.reads
         self.bytes += other.bytes
         self.errors += other.errors
+        self.eio += other.eio
         self.wrong_bytes += other.wrong_bytes
         self.latencies += other.latencies
         for kind, n in other.by_kind.items():
@@ -229,6 +245,8 @@ class Reader:
                 {"stream": self.stream, "preads": self.preads, "mmap": self.mmap_slices}[kind](file)
             except Exception as exc:  # noqa: BLE001 - every failure is a figure
                 self.tally.errors += 1
+                if isinstance(exc, OSError) and exc.errno == errno.EIO:
+                    self.tally.eio += 1
                 if len(self.tally.error_samples) < 5:
                     self.tally.error_samples.append(f"{kind} {file.path.name}: {type(exc).__name__}: {exc}")
             self.tally.by_kind[kind] = self.tally.by_kind.get(kind, 0) + 1
@@ -299,9 +317,12 @@ class Sampler:
         self._thread.join()
 
     def peaks(self, index: int) -> dict[str, int]:
-        """Most threads and descriptors seen while the load ran (workers and open chunk files come and go)."""
+        """Most threads and descriptors seen while the load ran (workers and open chunk files come and
+        go), in its first half and in its second: a leak shows as a second half above the first."""
         samples = self.samples[index] or [DaemonSample(0, 0, 0.0)]
-        return {"threads_max": max(s.threads for s in samples), "fds_max": max(s.fds for s in samples)}
+        first, second = samples[:max(1, len(samples) // 2)], samples[len(samples) // 2:]
+        return {"threads_max": max(s.threads for s in first), "fds_max": max(s.fds for s in first),
+                "threads_max_late": max(s.threads for s in second), "fds_max_late": max(s.fds for s in second)}
 
 
 def memory_point(mountpoint: Path, seconds: float) -> dict[str, float]:
@@ -356,18 +377,111 @@ def _daemon_cache_size(store: Path, cache_size: str) -> str:
     return own if parse_size(own) < parse_size(cache_size) else cache_size
 
 
+def rss_trend(series: list[dict[str, float]]) -> dict[str, float | None]:
+    """How resident memory moved over the run: the least-squares slope over the points after its
+    first sixth (the last 50 minutes of an hour), in MiB per 10 minutes, and the median of the
+    last three points less the median of the first three."""
+    if len(series) < 6:
+        return {"rss_slope_mib_per_10min": None, "rss_growth_mib": 0.0}
+    tail = series[len(series) // 6:]
+    seconds = np.array([p["s"] for p in tail], float)
+    rss = np.array([p["rss"] for p in tail], float)
+    slope = float(np.polyfit(seconds, rss, 1)[0]) * 600
+    growth = float(np.median([p["rss"] for p in series[-3:]]) - np.median([p["rss"] for p in series[:3]]))
+    return {"rss_slope_mib_per_10min": round(slope, 2), "rss_growth_mib": round(growth, 1)}
+
+
+# --http: each request waits this long, and every FAULT_EVERY seconds one fault is set on the next
+# requests, at most FAULT_TIMES_MAX of them: fewer than zarrfs's 3 retries, so a read fails only
+# if one request draws faults set by several ticks in a row.
+HTTP_LATENCY_S = 0.02
+FAULT_EVERY_S = 5.0
+FAULT_TIMES_MAX = 3
+HTTP_FAULTS = ("503", "reset", "stall", "truncate")
+STALL_S = 2.0
+
+
+@dataclass
+class FaultyServer:
+    """The HTTP server and fault proxy, running in a process of their own (`--serve-http`): in this
+    one they would share the GIL with 16 readers comparing bytes and answer late."""
+
+    url: str
+    process: subprocess.Popen
+    faults_applied: dict[str, int] = field(default_factory=dict)
+
+
+@contextmanager
+def http_faults(root: Path, seed: int) -> Iterator[FaultyServer]:
+    process = subprocess.Popen([sys.executable, __file__, "--serve-http", str(root), "--seed", str(seed)],
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert process.stdout is not None and process.stdin is not None
+        server = FaultyServer(process.stdout.readline().strip(), process)
+        if not server.url.startswith("http://"):
+            raise RuntimeError(f"the HTTP server did not start: {server.url!r}")
+        yield server
+        process.stdin.close()  # the server's signal to stop and report
+        server.faults_applied = json.loads(process.stdout.readline() or "{}")
+    finally:
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def serve_http(root: Path, seed: int) -> None:
+    """The tests' static HTTP server for `root` behind their fault proxy (tests/remoteutil.py); prints
+    the proxy's URL, sets faults every FAULT_EVERY_S seconds until stdin closes, then prints the
+    faults applied as JSON."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+    from remoteutil import fault_proxy, http_server
+
+    rng = random.Random(seed)
+    stop = threading.Event()
+
+    def inject_faults(proxy: Any) -> None:
+        while not stop.wait(FAULT_EVERY_S):
+            fault = rng.choice(HTTP_FAULTS)
+            proxy.inject(fault, times=rng.randint(1, FAULT_TIMES_MAX), seconds=STALL_S, first=True)
+
+    with http_server(root) as server, fault_proxy(server.url) as proxy:
+        proxy.inject("latency", seconds=HTTP_LATENCY_S)
+        injector = threading.Thread(target=inject_faults, args=(proxy,), daemon=True)
+        injector.start()
+        print(proxy.url, flush=True)
+        sys.stdin.read()
+        stop.set()
+        injector.join()
+        print(json.dumps(dict(proxy.faults_applied)), flush=True)
+
+
 def soak(workdir: Path, minutes: float, readers: int, cache_size: str, warmup_seconds: float,
-         seed: int, kinds: tuple[str, ...] = KINDS, series_every: float = 10.0) -> dict[str, Any]:
+         seed: int, kinds: tuple[str, ...] = KINDS, series_every: float = 10.0, http: bool = False,
+         ) -> dict[str, Any]:
+    stores = write_stores(workdir)
+    with http_faults(workdir, seed) if http else nullcontext() as proxy:
+        figures = _soak(stores, proxy, workdir, minutes, readers, cache_size, warmup_seconds, seed, kinds,
+                        series_every)
+    if proxy is not None:
+        figures["faults_applied"] = proxy.faults_applied
+    return figures
+
+
+def _soak(stores: dict[str, dict[str, np.ndarray]], proxy: Any, workdir: Path, minutes: float, readers: int,
+          cache_size: str, warmup_seconds: float, seed: int, kinds: tuple[str, ...], series_every: float,
+          ) -> dict[str, Any]:
     from zarrfs.options import parse_size
 
-    stores = write_stores(workdir)
     mounts: list[tuple[Path, Path, Path]] = []
     files: list[OracleFile] = []
     try:
         for i, (store, arrays) in enumerate(stores.items()):
             mountpoint, log = workdir / f"mnt{i}", workdir / f"daemon{i}.log"
             mountpoint.mkdir()
-            result = zarrfs("--log-level", "info", "mount", store, str(mountpoint),
+            source = store if proxy is None else f"{proxy.url}/{Path(store).name}"
+            result = zarrfs("--log-level", "info", "mount", source, str(mountpoint),
                             "--cache-size", _daemon_cache_size(Path(store), cache_size), "--log-file", str(log))
             if result.returncode != 0:
                 raise RuntimeError(f"zarrfs mount failed: {result.stderr}")
@@ -388,36 +502,61 @@ def soak(workdir: Path, minutes: float, readers: int, cache_size: str, warmup_se
     finally:
         for mountpoint, _, _ in mounts:
             zarrfs("unmount", str(mountpoint))
-    log_problems = [line for _, log, _ in mounts for line in log.read_text(errors="replace").splitlines()
-                    if " INFO " not in line and " DEBUG " not in line and line.strip()]
-    budget_mib = parse_size(cache_size) / (1 << 20)
+    log_lines = [line for _, log, _ in mounts for line in log.read_text(errors="replace").splitlines()
+                 if " INFO " not in line and " DEBUG " not in line and line.strip()]
+    # A read that failed is logged at ERROR (once per distinct message: ops.py report_once).
+    # Anything else (a traceback, a warning) is a problem in any mode.
+    read_failures = [line for line in log_lines if " ERROR " in line and "unexpected error" not in line]
+    log_problems = [line for line in log_lines if line not in read_failures]
+    tally_errors = main.errors + warm.errors
+    tally_eio = main.eio + warm.eio
+    budgets = [parse_size(_daemon_cache_size(Path(store), cache_size)) / (1 << 20) for store in stores]
     figures = {
-        "minutes": round(elapsed / 60, 2), "readers": readers, "cache_budget_mib": budget_mib,
+        "minutes": round(elapsed / 60, 2), "readers": readers, "http": proxy is not None,
         "arrays": sum(len(a) for a in stores.values()), "files": len(files),
         "oracle_mib": round(sum(len(f.data) for f in files) / (1 << 20), 1),
         "reads": main.reads, "bytes": main.bytes, "mib_per_s": round(main.bytes / (1 << 20) / elapsed, 1),
-        "operations": main.by_kind, "errors": main.errors + warm.errors + len(log_problems),
+        "operations": main.by_kind, "errors": tally_errors, "eio_errors": tally_eio,
+        "error_log_lines": len(read_failures), "log_problems": len(log_problems),
         "wrong_bytes": main.wrong_bytes + warm.wrong_bytes,
         "latency_ms": {"p50": round(percentile(main.latencies, 50), 3), "p99": round(percentile(main.latencies, 99), 3),
                        "max": round(max(main.latencies, default=0) * 1000, 3)},
-        "daemons": [{"store": Path(store).name, "idle_rss_mib": round(i.peak_rss_mib, 1),
+        "daemons": [{"store": Path(store).name, "cache_budget_mib": budget, "idle_rss_mib": round(i.peak_rss_mib, 1),
                      "peak_rss_mib": round(a.peak_rss_mib, 1),
                      "fds_start": b.fds, "fds_end": a.fds, "threads_start": b.threads, "threads_end": a.threads,
                      **sampler.peaks(k), "cache": s["cache"], "store_requests": s["store"]["requests"],
                      "memory_series": sampler.series[k]}
-                    for k, (store, i, b, a, s) in enumerate(zip(stores, idle, before, after, stats, strict=True))],
-        "error_samples": (warm.error_samples + main.error_samples)[:5] + log_problems[:5],
+                    for k, (store, budget, i, b, a, s)
+                    in enumerate(zip(stores, budgets, idle, before, after, stats, strict=True))],
+        "error_samples": (warm.error_samples + main.error_samples)[:5] + (log_problems + read_failures)[:5],
     }
-    failures = []
-    if figures["errors"] or figures["wrong_bytes"]:
-        failures.append(f"{figures['errors']} errors, {figures['wrong_bytes']} wrong bytes")
     for daemon in figures["daemons"]:
-        if daemon["peak_rss_mib"] > budget_mib + RSS_SLACK_MIB:
-            failures.append(f"{daemon['store']}: peak RSS {daemon['peak_rss_mib']} MiB over budget + {RSS_SLACK_MIB}")
-        # Counted when idle, after the warm-up and after the run: worker threads and open chunk
-        # files come and go with the load, what must not change is what stays behind.
-        if daemon["fds_end"] > daemon["fds_start"] or daemon["threads_end"] > daemon["threads_start"]:
-            failures.append(f"{daemon['store']}: descriptors or threads grew")
+        daemon.update(rss_trend(daemon["memory_series"]))
+    failures = []
+    if figures["wrong_bytes"] or log_problems:
+        failures.append(f"{figures['wrong_bytes']} wrong bytes, {len(log_problems)} unexpected log lines")
+    if proxy is None and (tally_errors or read_failures):
+        failures.append(f"{tally_errors} errors, {len(read_failures)} logged read failures")
+    # Over a faulty network a read may fail when faults outlast the retries: as EIO, and logged.
+    if proxy is not None and (tally_errors != tally_eio or (tally_errors and not read_failures)):
+        failures.append(f"{tally_errors} errors of which {tally_eio} EIO, {len(read_failures)} logged")
+    for daemon in figures["daemons"]:
+        if daemon["peak_rss_mib"] > daemon["cache_budget_mib"] + RSS_SLACK_MIB:
+            failures.append(f"{daemon['store']}: peak RSS {daemon['peak_rss_mib']} MiB over its budget "
+                            f"{daemon['cache_budget_mib']} MiB + {RSS_SLACK_MIB}")
+        if daemon["rss_slope_mib_per_10min"] is not None and minutes >= SLOPE_MIN_MINUTES \
+                and daemon["rss_slope_mib_per_10min"] >= SLOPE_LIMIT_MIB_PER_10MIN:
+            failures.append(f"{daemon['store']}: RSS grew {daemon['rss_slope_mib_per_10min']} MiB per 10 minutes")
+        if daemon["rss_growth_mib"] > GROWTH_LIMIT_MIB:
+            failures.append(f"{daemon['store']}: RSS grew {daemon['rss_growth_mib']} MiB over the run")
+        # Worker threads and open chunk files come and go with the load: under load, none more in the
+        # run's second half than in its first. Idle, a local daemon ends with no more than it had
+        # after the warm-up; a remote one may not have started every thread its HTTP client keeps
+        # by then (asyncio's resolver pool grows to its cap on first use), so only the first holds.
+        if daemon["fds_max_late"] > daemon["fds_max"] or daemon["threads_max_late"] > daemon["threads_max"]:
+            failures.append(f"{daemon['store']}: descriptors or threads grew under load")
+        if daemon["fds_end"] > daemon["fds_start"] or (proxy is None and daemon["threads_end"] > daemon["threads_start"]):
+            failures.append(f"{daemon['store']}: descriptors or threads grew when idle")
     figures["failures"] = failures
     return figures
 
@@ -433,14 +572,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--kinds", default=",".join(KINDS), help="reader work to mix (default: %(default)s)")
     parser.add_argument("--series-every", type=float, default=10.0,
                         help="seconds between points of each daemon's memory series (default 10)")
+    parser.add_argument("--http", action="store_true",
+                        help="serve the stores over HTTP on 127.0.0.1 behind a fault proxy (see above)")
+    parser.add_argument("--serve-http", type=Path, help=argparse.SUPPRESS)  # the child of --http
     parser.add_argument("--json", type=Path, help="write the figures here")
     parser.add_argument("--workdir", type=Path, help="where stores and mounts go (default: a temporary directory)")
     args = parser.parse_args(argv)
+    if args.serve_http:
+        serve_http(args.serve_http, args.seed)
+        return 0
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="zarrfs-soak-"))
     workdir.mkdir(parents=True, exist_ok=True)
     try:
         figures = soak(workdir, args.minutes, args.readers, args.cache_size, args.warmup, args.seed,
-                       tuple(args.kinds.split(",")), args.series_every)
+                       tuple(args.kinds.split(",")), args.series_every, args.http)
     finally:
         if args.workdir is None:
             shutil.rmtree(workdir, ignore_errors=True)

@@ -186,10 +186,12 @@ class FaultProxy:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def inject(self, fault: str, match: str = ".", times: int | None = None, seconds: float = 0.0) -> None:
+    def inject(self, fault: str, match: str = ".", times: int | None = None, seconds: float = 0.0,
+               first: bool = False) -> None:
+        """Add a rule after the others, or before them with `first` (ahead of a standing latency rule)."""
         assert fault in FAULTS, fault
         with self._lock:
-            self.rules.append(Rule(fault, re.compile(match), times, seconds))
+            self.rules.insert(0 if first else len(self.rules), Rule(fault, re.compile(match), times, seconds))
 
     def clear(self) -> None:
         with self._lock:
