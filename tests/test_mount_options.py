@@ -32,6 +32,16 @@ def test_cache_size_and_workers_reach_the_engine(store: Path, tmp_path: Path) ->
         stats = json.loads((mount / ".zarrfs-stats.json").read_text())
         assert stats["cache"]["budget_bytes"] == 3 << 20
         assert stats["cache"]["loads"] == 16  # 4 x 4 chunks, each decoded once
+        assert stats["cache"]["held_bytes"] == 0  # no stream holds a read window now
+
+
+def test_the_stats_file_reports_the_daemons_memory(store: Path, tmp_path: Path) -> None:
+    with mounted(store, tmp_path / "mnt", tmp_path / "log") as mount:
+        memory = json.loads((mount / ".zarrfs-stats.json").read_text())["memory"]
+        status = (Path("/proc") / str(mount.pid) / "status").read_text()
+    resident = int(status.split("VmRSS:")[1].split()[0]) << 10
+    assert abs(memory["rss_bytes"] - resident) < 16 << 20, (memory, resident)  # the daemon's own figure
+    assert 0 < memory["heap_in_use_bytes"] < memory["rss_bytes"] and memory["python_blocks"] > 10_000, memory
 
 
 @pytest.mark.parametrize(("args", "message"), [

@@ -47,7 +47,8 @@ def add_mount_commands(commands: argparse._SubParsersAction, add_source: Callabl
                        help=f"file kinds to show, comma-separated from {','.join(FORMAT_GROUPS)}; hdr, mhd "
                             "and nhdr are headers of the .raw file and need raw (default: %(default)s)")
     mount.add_argument("--workers", type=int, default=default_workers(), metavar="N",
-                       help="threads that fetch and decode chunks (default: %(default)s)")
+                       help="threads that fetch and decode chunks (default: 4 per usable CPU, 4 to 64: "
+                            "%(default)s here)")
     store_defaults = StoreOptions()
     mount.add_argument("--max-concurrency", type=int, default=store_defaults.max_concurrency, metavar="N",
                        help="store requests in flight at once; remote stores get this many loader threads "

@@ -62,10 +62,22 @@ def _option_value(key: str, raw: str) -> Any:
         return raw
 
 
+# Loader threads at most, however many CPUs: past this, threads only queue for the cache's lock.
+MAX_DEFAULT_WORKERS = 64
+
+
+def usable_cpus() -> int:
+    """CPUs this process may run on (a `taskset` or container cpuset counts, not the host's total)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
 def default_workers() -> int:
     # Decoding releases the GIL, and fetches wait on I/O: a few threads per
-    # core keep both cores busy and some requests in flight.
-    return max(4, 4 * (os.cpu_count() or 1))
+    # CPU keep every CPU busy and some requests in flight.
+    return min(MAX_DEFAULT_WORKERS, max(4, 4 * usable_cpus()))
 
 
 def parse_duration(text: str) -> float | None:

@@ -1,0 +1,57 @@
+"""The daemon's memory controls (zarrfs/memory.py, fuse/mount.py): heap trimming and readahead
+slots by budget. (The memory figures of `.zarrfs-stats.json`: test_mount_options.py.)
+
+The trimmer test runs in a child process so that what it allocates and frees is that process's
+heap alone, with the allocator settings the daemon uses.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+
+from zarrfs.fuse.mount import MAX_BACKGROUND, MIN_BACKGROUND, fuse_concurrency
+
+HEAP_HOLES = textwrap.dedent("""
+    import ctypes, json, time
+    from zarrfs.memory import HeapTrimmer, memory_figures, tune_malloc
+
+    assert tune_malloc()
+    libc = ctypes.CDLL(None)
+    libc.malloc.restype = ctypes.c_void_p
+    libc.malloc.argtypes = [ctypes.c_size_t]
+    libc.free.argtypes = [ctypes.c_void_p]
+    big, pins = [], []
+    for _ in range(64):  # 1 MiB blocks from the heap (below the mmap threshold), each pinned by the next
+        block = libc.malloc(1 << 20)
+        ctypes.memset(block, 1, 1 << 20)
+        big.append(block)
+        pins.append(libc.malloc(512 << 10))  # larger than any free piece: cut from the heap's top
+    for block in big:  # holes between live blocks: free, but resident
+        libc.free(block)
+    before = memory_figures()
+    trimmer = HeapTrimmer(slack=16 << 20, interval=0.05)
+    started = trimmer.start()
+    time.sleep(0.5)
+    trimmer.stop()
+    print(json.dumps({"started": started, "trims": trimmer.trims, "before": before, "after": memory_figures()}))
+""")
+
+
+def test_the_trimmer_returns_free_heap_holes_to_the_system() -> None:
+    result = subprocess.run([sys.executable, "-c", HEAP_HOLES], capture_output=True, text=True, timeout=60,
+                            check=True)
+    figures = json.loads(result.stdout)
+    before, after = figures["before"], figures["after"]
+    assert figures["started"] and figures["trims"] >= 1, figures
+    assert before["heap_free_bytes"] >= 60 << 20, before  # the holes are there, and resident
+    assert before["rss_bytes"] - after["rss_bytes"] >= 48 << 20, figures  # and given back
+    assert after["heap_free_bytes"] >= 60 << 20, after  # still the heap's to reuse: only the pages went
+
+
+def test_readahead_slots_follow_the_cache_budget() -> None:
+    assert fuse_concurrency(512 << 20) == (MAX_BACKGROUND, MAX_BACKGROUND + 8)
+    assert fuse_concurrency(32 << 20) == (8, 16)
+    assert fuse_concurrency(1 << 20) == (MIN_BACKGROUND, MIN_BACKGROUND + 8)
