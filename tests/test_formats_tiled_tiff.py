@@ -64,10 +64,15 @@ CASES = {
     "stack": ((3, 2, 40, 33), (2, 1, 16, 16), "<i2", {}),
     "bool": ((20, 21), (16, 16), "|b1", {}),
     "gaps-after-1MiB-tiles": ((600, 1100), (512, 512), "<f4", {}),
+    "tiles-split-from-1024-chunks": ((1100, 1300), (1024, 1024), "<u2", {}),
+    "tiles-split-from-sharded-1536": ((1600, 40), (1536, 32), "<u1", {"shards": (3072, 64)}),
     # uncompressed local chunks are copied from their files (engine/direct.py), not decoded
     "chunk-larger-than-array": ((10, 12), (1000, 1000), "<u2", {}),
     "uncompressed-stack": ((3, 40, 50), (2, 16, 32), "<u2", {"compressors": None}),
 }
+
+# Chunks over 512 on a side are served as tiles of a part of them (model/tiling.py: tile_size).
+SPLIT_TILES = {"tiles-split-from-1024-chunks": (512, 512), "tiles-split-from-sharded-1536": (512, 32)}
 
 
 @pytest.mark.parametrize("case", CASES)
@@ -77,13 +82,13 @@ def test_every_byte_is_the_array_in_tiles(case: str, tmp_path: Path) -> None:
     data = (rng.random(shape) * 100).astype(dtype)
     _write(tmp_path / "a.zarr", data, chunks, **extra)
     entry, content = _file_bytes(tmp_path / "a.zarr", "array.tiled.tif")
-    unit = chunks  # the tile is the (inner) chunk, rounded up to 16
+    # the tile is the (inner) chunk rounded up to 16, or a part of it for chunks over 512
+    tile = SPLIT_TILES.get(case) or tuple(-(-min(c, n) // 16) * 16 for c, n in zip(chunks[-2:], shape[-2:]))
     with tifffile.TiffFile(io.BytesIO(content)) as tif:
         assert all(page.is_tiled for page in tif.pages)
         assert len(tif.pages) == int(np.prod(shape[:-2]))
         page = tif.pages[0]
-        assert (page.tilelength, page.tilewidth) == tuple(-(-min(c, n) // 16) * 16
-                                                          for c, n in zip(unit[-2:], shape[-2:]))
+        assert (page.tilelength, page.tilewidth) == tile
         assert tif.byteorder == (">" if dtype.startswith(">") else "<")
         served = np.stack([p.asarray() for p in tif.pages]).reshape(shape)
     np.testing.assert_array_equal(served, data.astype(served.dtype))

@@ -35,10 +35,14 @@ def test_cache_size_and_workers_reach_the_engine(store: Path, tmp_path: Path) ->
         assert stats["cache"]["held_bytes"] == 0  # no stream holds a read window now
 
 
-def test_the_stats_file_reports_the_daemons_memory(store: Path, tmp_path: Path) -> None:
+def test_the_stats_file_reports_the_daemons_memory_and_read_times(store: Path, tmp_path: Path) -> None:
     with mounted(store, tmp_path / "mnt", tmp_path / "log") as mount:
-        memory = json.loads((mount / ".zarrfs-stats.json").read_text())["memory"]
+        for _ in range(3):
+            (mount / "a.npy").read_bytes()
+        stats = json.loads((mount / ".zarrfs-stats.json").read_text())
         status = (Path("/proc") / str(mount.pid) / "status").read_text()
+    memory, reads = stats["memory"], stats["reads"]
+    assert reads["count"] >= 1 and 0 < reads["p50_ms_at_most"] <= reads["p99_ms_at_most"] <= reads["max_ms_at_most"]
     resident = int(status.split("VmRSS:")[1].split()[0]) << 10
     assert abs(memory["rss_bytes"] - resident) < 16 << 20, (memory, resident)  # the daemon's own figure
     assert 0 < memory["heap_in_use_bytes"] < memory["rss_bytes"] and memory["python_blocks"] > 10_000, memory

@@ -17,7 +17,9 @@ import logging
 import posixpath
 import re
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -26,7 +28,6 @@ from .conventions.semantics import Semantics
 from .engine.engine import Engine
 from .engine.reader import ArrayReader, ReadStream
 from .errors import IsDirectoryError, NotFoundError
-from .memory import memory_figures
 from .formats import FORMATS, json_document
 from .formats.base import DeferredLayout, Layout
 from .formats.tiled_tiff import TiledLayout
@@ -103,6 +104,8 @@ class VirtualTree:
     engine: Engine
     suffixes: tuple[str, ...] = tuple(FORMATS)
     root_name: str = "array"
+    # More sections of the stats file, by name, from the layers above (the daemon's memory, its read times).
+    stats_extras: dict[str, Callable[[], Any]] = field(default_factory=dict)
     # Built directories, with the hierarchy generation they were built from:
     # a metadata refresh (--metadata-ttl) makes them stale.
     _dirs: dict[str, tuple[int, dict[str, Entry]]] = field(default_factory=dict)
@@ -130,8 +133,8 @@ class VirtualTree:
         """The file at `path`, opened for reading."""
         entry = self.lookup(path)
         if isinstance(entry, StatsEntry):
-            return Handle(Layout(json_document({**self.engine.stats(), "memory": memory_figures()}), 0), None,
-                          direct_io=True)
+            extras = {name: figures() for name, figures in self.stats_extras.items()}
+            return Handle(Layout(json_document({**self.engine.stats(), **extras}), 0), None, direct_io=True)
         if not isinstance(entry, FileEntry):
             raise IsDirectoryError(f"/{path.strip('/')} is a directory")
         reader = self.engine.reader(entry.array_path) if entry.array_path is not None else None

@@ -29,7 +29,7 @@ from typing import Any
 
 from ..errors import ZarrfsError
 from ..options import EngineOptions
-from ..memory import HeapTrimmer, tune_process
+from ..memory import HeapTrimmer, memory_figures, tune_process
 from .mountpoints import device, fstype, holders
 from .stopper import Stopper
 
@@ -255,6 +255,7 @@ def serve(options: MountOptions, report: Callable[[str], None] | None = None) ->
         engine = Engine.open(options.source, options.storage_options, options.engine)
         engine.hierarchy.root()  # fails here, before mounting, if SOURCE is not Zarr
         tree = VirtualTree(engine, options.suffixes, source_name(options.source))
+        tree.stats_extras["memory"] = memory_figures
     except ZarrfsError as exc:
         report(f"ERROR {exc}")
         raise

@@ -24,6 +24,7 @@ import numpy as np
 
 from ..errors import ZarrfsError
 from ..view import DirEntry, Entry, Handle, StatsEntry, VirtualTree
+from .service_times import ServiceTimes
 
 log = logging.getLogger(__name__)
 
@@ -77,6 +78,8 @@ class ZarrOperations(mfusepy.Operations):
         self._uid, self._gid = os.getuid(), os.getgid()
         self._mount_time_ns = time.time_ns()
         self._reported: set[str] = set()
+        self.read_times = ServiceTimes()
+        tree.stats_extras["reads"] = self.read_times.summary  # the daemon's part of read latency
 
     # ------------------------------------------------------------- lifecycle
 
@@ -177,7 +180,7 @@ class ZarrOperations(mfusepy.Operations):
         opened = self._handles.get(fi.fh)
         if opened is None:
             raise mfusepy.FuseOSError(errno.EBADF)
-        return opened.read_into(offset, out)
+        return self.read_times.timed(lambda: opened.read_into(offset, out))
 
     @_errno_boundary
     def release(self, path: str, fi: Any) -> int:

@@ -1,0 +1,52 @@
+"""How long the daemon takes to answer reads, as a histogram cheap enough to keep on every read.
+
+A read's latency as a program sees it is the daemon's service time plus what the kernel and the
+program add (queueing for a FUSE thread, page faults, the program's own threads). The daemon's
+part, reported in `.zarrfs-stats.json`, tells the two apart when a slow read is looked into.
+
+Buckets are powers of two of microseconds (1 µs .. ~36 min); a percentile is the upper edge of
+the bucket it falls in, so it is exact to within a factor of two, and recording is one lock-free
+list increment (a lost increment under a race costs one count, never a wrong bucket).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+BUCKETS = 32
+
+T = TypeVar("T")
+
+
+class ServiceTimes:
+    def __init__(self) -> None:
+        self._counts = [0] * BUCKETS
+
+    def timed(self, call: Callable[[], T]) -> T:
+        """`call()`, its duration recorded whether it returns or raises."""
+        start = time.perf_counter_ns()
+        try:
+            return call()
+        finally:
+            micros = (time.perf_counter_ns() - start) // 1000
+            self._counts[min(BUCKETS - 1, micros.bit_length())] += 1
+
+    def summary(self) -> dict[str, Any]:
+        """Count, and p50 / p99 / max as the upper edges of their buckets in milliseconds."""
+        counts = list(self._counts)
+        total = sum(counts)
+        return {"count": total, "p50_ms_at_most": self._edge(counts, total, 0.50),
+                "p99_ms_at_most": self._edge(counts, total, 0.99), "max_ms_at_most": self._edge(counts, total, 1.0)}
+
+    @staticmethod
+    def _edge(counts: list[int], total: int, fraction: float) -> float:
+        if not total:
+            return 0.0
+        seen = 0
+        for bucket, count in enumerate(counts):
+            seen += count
+            if seen >= fraction * total:
+                return (1 << bucket) / 1000
+        return (1 << (BUCKETS - 1)) / 1000
