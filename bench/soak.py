@@ -525,6 +525,8 @@ def _soak(stores: dict[str, dict[str, np.ndarray]], proxy: Any, workdir: Path, m
                      "peak_rss_mib": round(a.peak_rss_mib, 1),
                      "fds_start": b.fds, "fds_end": a.fds, "threads_start": b.threads, "threads_end": a.threads,
                      **sampler.peaks(k), "cache": s["cache"], "store_requests": s["store"]["requests"],
+                     # the daemon's own time per FUSE read, to tell its latency from the readers' queueing
+                     "daemon_read_times": s.get("reads"),
                      "memory_series": sampler.series[k]}
                     for k, (store, budget, i, b, a, s)
                     in enumerate(zip(stores, budgets, idle, before, after, stats, strict=True))],
