@@ -4,7 +4,8 @@ Writers: ome-zarr-py (OME-Zarr 0.4 and 0.5 images and labels), GDAL's Zarr
 driver (`gdal_translate -of Zarr` from GeoTIFFs), xarray + rioxarray
 (`rio.write_crs`, `to_zarr`, v2 and v3). Clients: SimpleITK reading `N.mhd`
 and `N.nhdr`, GDAL reading `N.raw` through `N.raw.hdr` (compared with GDAL's
-own Zarr driver on the same store), `zarrfs tree`, the `.json` file.
+own Zarr driver on the same store) and the band names of `N.tiled.tif`,
+`zarrfs tree`, the `.json` file.
 Expected values come from what was handed to the writer or from what the
 writer's own reader reports, never from zarrfs.
 """
@@ -118,13 +119,15 @@ def test_tczyx_axes_units_channels_in_json_tree_and_mhd(version: str, tmp_path: 
 
 
 @pytest.mark.parametrize("version", FORMATS)
-def test_cyx_channel_labels_reach_envi_band_names(version: str, tmp_path: Path) -> None:
+def test_cyx_channel_labels_are_gdal_band_names(version: str, tmp_path: Path) -> None:
+    """In `N.raw` (ENVI `band names`) and in `N.tiled.tif` (GDAL_METADATA of its one page of bands)."""
     store = tmp_path / "cyx.zarr"
     data = _write_ome(store, version, "cyx", (2, 16, 12))
     with mounted(store, tmp_path / "mnt", tmp_path / "log") as mount:
-        info = gdalinfo_json(str(mount / "s0.raw"))
-        assert [b.get("description") for b in info["bands"]] == [c["label"] for c in CHANNELS]
-        np.testing.assert_array_equal(gdal_read(str(mount / "s0.raw")), data)
+        for name in ("s0.raw", "s0.tiled.tif"):
+            info = gdalinfo_json(str(mount / name))
+            assert [b.get("description") for b in info["bands"]] == [c["label"] for c in CHANNELS], name
+            np.testing.assert_array_equal(gdal_read(str(mount / name)), data, err_msg=name)
 
 
 @pytest.mark.parametrize("version", FORMATS)

@@ -3,10 +3,11 @@
 A level's overviews are the datasets listed after it in the same
 `multiscales` entry, in order, resolved relative to the image group. Only
 levels that can be overviews of it in a TIFF are kept: arrays of the same
-dtype and leading dimensions whose planes shrink strictly, level after
-level (GDAL takes a reduced-resolution page as an overview only when it is
-smaller). Listing stops at the first level that fails: the ones after it
-would be overviews of a gap.
+dtype and leading dimensions (so a 3-D level's reduced page has the same
+bands) whose planes shrink strictly, level after level (GDAL takes a
+reduced-resolution page as an overview only when it is smaller). Listing
+stops at the first level that fails: the ones after it would be overviews
+of a gap.
 """
 
 from __future__ import annotations

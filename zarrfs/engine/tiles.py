@@ -65,7 +65,7 @@ def _tile_blocks(reader: ArrayReader, grid: TileGrid, index: int, first_row: int
 
     Returns how many of those rows and how many columns lie inside the image.
     """
-    page, k = divmod(index, grid.tiles_per_page)
+    plane, k = divmod(index, grid.tiles_per_plane)
     tile_row, tile_column = divmod(k, grid.tiles_across)
     th, tw = grid.tile
     y0 = tile_row * th + first_row
@@ -78,7 +78,7 @@ def _tile_blocks(reader: ArrayReader, grid: TileGrid, index: int, first_row: int
     assert unit is not None  # tiled layouts exist only for chunks of one shape
     lead_coords: list[int] = []
     lead_src: list[slice] = []
-    for i, u in zip(grid.array_plane(page), unit[:-2], strict=True):
+    for i, u in zip(grid.array_plane(plane), unit[:-2], strict=True):
         lead_coords.append(i // u)
         lead_src.append(slice(i % u, i % u + 1))
     uh, uw = unit[-2:]

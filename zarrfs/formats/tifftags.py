@@ -3,8 +3,9 @@
 Pure functions from the conventions layer's description to what tifffile
 writes: the ImageJ hyperstack axes and plane order, ImageJ's calibration
 (pixel size, units, z spacing, frame interval, origins), its channel display
-(composite mode, colours, names, display ranges), and the GeoTIFF tags GDAL
-reads. `tiff.py` builds the file; nothing here touches pixel data.
+(composite mode, colours, names, display ranges), and the GeoTIFF tags and
+band descriptions GDAL reads. `tiff.py` and `tiled_tiff.py` build the files;
+nothing here touches pixel data.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import math
 import re
 from dataclasses import dataclass, field
 from typing import Any
+from xml.sax.saxutils import escape
 
 import numpy
 from tifffile import geodb
@@ -81,6 +83,7 @@ _TIME_UNITS = {
 _GT_MODEL_TYPE, _GT_RASTER_TYPE, _GEOGRAPHIC_TYPE, _PROJECTED_CS_TYPE = 1024, 1025, 2048, 3072
 _MODEL_PROJECTED, _MODEL_GEOGRAPHIC, _RASTER_PIXEL_IS_AREA = 1, 2, 1
 _TIFF_SHORT, _TIFF_ASCII, _TIFF_DOUBLE = 3, 2, 12
+_GDAL_METADATA = 42112
 
 
 @dataclass(frozen=True)
@@ -387,3 +390,26 @@ def gdal_nodata_text(value: float) -> str:
     if float(value).is_integer():
         return str(int(value))
     return repr(float(value))
+
+
+def gdal_band_descriptions(semantics: Semantics | None, axes: tuple[Axis, ...] | None,
+                           bands: int) -> tuple[TagTuple, ...]:
+    """GDAL_METADATA naming band i after OME channel i, when the bands are the channels.
+
+    That is when the one leading axis is the channel axis and there is one
+    channel per band; channels without a printable label stay unnamed. GDAL
+    reads the tag (XML in UTF-8, as GDAL writes it) from the first page. GDAL
+    escapes an item's value for XML and its XML writer escapes that text
+    again; reading, it unescapes twice, so a label is escaped twice here
+    ("A & B" escaped once comes back as "A ").
+    """
+    if semantics is None or axes is None or axes[0].kind != "channel" or len(semantics.channels) != bands:
+        return ()
+    items = "".join(
+        f'<Item name="DESCRIPTION" sample="{index}" role="description">{escape(escape(channel.label))}</Item>'
+        for index, channel in enumerate(semantics.channels)
+        if channel.label and channel.label.isprintable()
+    )
+    if not items:
+        return ()
+    return ((_GDAL_METADATA, _TIFF_ASCII, 0, f"<GDALMetadata>{items}</GDALMetadata>".encode(), True),)

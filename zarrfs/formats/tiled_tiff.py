@@ -6,14 +6,28 @@ one chunk's elements (the inner chunk of a shard), padded to TIFF's multiple
 of 16 with the fill value (`model.tiling`). Stock ImageJ refuses tiled TIFFs,
 so `.tif` stays the ImageJ file.
 
-Pages: one per plane of the leading dimensions, in C order (page i is array
-plane i), NewSubfileType 0, each with the GeoTIFF/GDAL_NODATA tags and the
-X/YResolution of `.tif` (`tifftags.py`). When the array is level 0 of a
-multiscale image and has a single plane, the coarser levels follow as
-reduced-resolution pages (NewSubfileType 1), each tiled by its own chunks,
-so GDAL lists them as overviews and serves them from those levels' chunks.
-GDAL attaches every reduced page of a file to its first page, so a stack of
-planes gets no overviews (they would belong to the wrong plane).
+Pages and bands: GDAL attaches every reduced-resolution page of a file to
+its first page, so only a file whose full-resolution image is one page can
+carry overviews. Hence:
+- a 2-D array is one page;
+- a 3-D array (n, y, x), 2 <= n <= `MAX_BANDS`, is one page of n samples
+  stored separately (PlanarConfiguration 2, MINISBLACK plus n - 1
+  unspecified ExtraSamples): GDAL and QGIS show n bands, what a GIS user
+  expects of a (c, y, x) raster, each band with the overviews. Its tiles
+  are stored sample after sample, so sample s is plane s and the bytes are
+  those of n pages in a row (`model.tiling`): tile k of sample s is still
+  one read unit of plane s. When the leading axis is OME's channel axis,
+  the channel labels are the band descriptions (GDAL_METADATA);
+- any other array is one page per plane of the leading dimensions, in C
+  order (page i is array plane i), and gets no overviews (they would
+  belong to the first plane only).
+Full-resolution pages are NewSubfileType 0, with the GeoTIFF/GDAL_NODATA
+tags and the X/YResolution of `.tif` (`tifftags.py`). When the array is
+level 0 of a multiscale image and is a single page, the coarser levels
+(same leading dimensions, `conventions.pyramid`) follow as reduced-resolution
+pages (NewSubfileType 1) of the same samples, each tiled by its own chunks,
+so GDAL lists them as overviews and serves them from those levels' chunks,
+never computed.
 
 tifffile writes the structure into a sparse sink (tiles are reserved, not
 held); the tile offsets it wrote are read back and checked against the
@@ -35,6 +49,7 @@ import tifffile
 from zarrfs.conventions.semantics import Semantics
 from zarrfs.formats.tiff import MAX_PAGES, _sample_dtype, _SparseFile, _tags_nbytes
 from zarrfs.formats.tifftags import (
+    gdal_band_descriptions,
     geotiff_tags,
     hyperstack,
     imagej_hints,
@@ -47,9 +62,14 @@ from zarrfs.model.tiling import TILE_GAP, TileGrid, read_unit_shape, tile_size
 # Tile offset and byte-count tables are held in memory (16 bytes per tile in
 # BigTIFF): past this many tiles the file is no container for the array.
 MAX_TILES = 1 << 20
+# Most planes shown as the bands of one page: SamplesPerPixel is a TIFF SHORT, and GDAL opens up to
+# 65536 bands by default (GDAL_MAX_BAND_COUNT). More planes are pages (at most `MAX_PAGES`).
+MAX_BANDS = 2**16 - 1
 _CLASSIC_LIMIT = 2**32
-# What one page adds besides its tile tables and extra tags (IFD entries, resolutions), bounded.
+# What one page adds besides its tile tables, per-sample tags and extra tags (IFD entries,
+# resolutions), bounded; and the bytes per sample of BitsPerSample, SampleFormat and ExtraSamples.
 _IFD_BOUND = 1024
+_SAMPLE_TAGS = 6
 
 ReadTiles = Callable[[int, int, int, numpy.ndarray], Any]  # (level, start, stop, uint8 target)
 
@@ -100,7 +120,7 @@ class TiledLayout:
 
 
 def tiled_layout(levels: Sequence[ArrayMeta], semantics: Semantics | None = None) -> TiledLayout | None:
-    """The tiled TIFF of `levels[0]`, with `levels[1:]` (coarser, same plane count) as overviews.
+    """The tiled TIFF of `levels[0]`, with `levels[1:]` (coarser, same leading dimensions) as overviews.
 
     None when TIFF cannot hold the array (fewer than 2 dimensions, an empty
     dimension, a dtype TIFF has no sample type for, too many pages or tiles).
@@ -109,26 +129,30 @@ def tiled_layout(levels: Sequence[ArrayMeta], semantics: Semantics | None = None
     sample = _sample_dtype(meta.dtype)
     if sample is None or meta.ndim < 2 or 0 in meta.shape or max(meta.shape[-2:]) >= 2**32:
         return None
-    found = [_grid(level, sample) for level in levels]
+    bands = meta.ndim == 3 and 2 <= meta.shape[0] <= MAX_BANDS
+    found = [_grid(level, sample, bands) for level in levels]
     grids = found[:found.index(None)] if None in found else found  # levels with chunks of one shape
     if not grids:
         return None
-    if grids[0].pages > 1:
+    if grids[0].pages > 1:  # reduced pages would all be overviews of the first plane
         grids = grids[:1]
-    if grids[0].pages > MAX_PAGES or sum(g.pages * g.tiles_per_page for g in grids) > MAX_TILES:
+    if grids[0].pages > MAX_PAGES or sum(g.planes * g.tiles_per_plane for g in grids) > MAX_TILES:
         return None
     axes = semantic_axes(semantics, meta.ndim)
     extratags = geotiff_tags(semantics, axes, meta.ndim)
+    if bands:
+        extratags += gdal_band_descriptions(semantics, axes, meta.shape[0])
     resolution = None
     if axes is not None:
         stack = hyperstack(meta.shape[:-2], tuple(imagej_letter(axis) for axis in axes[:-2]))
         resolution = imagej_hints(axes, stack, (), sample).resolution
-    overhead = sum(g.pages * (_IFD_BOUND + 16 * g.tiles_per_page + _tags_nbytes(extratags)) for g in grids)
+    overhead = sum(g.pages * (_IFD_BOUND + _SAMPLE_TAGS * g.samples + _tags_nbytes(extratags))
+                   + 16 * g.planes * g.tiles_per_plane for g in grids)
     bigtiff = sum(g.nbytes for g in grids) + overhead > _CLASSIC_LIMIT
     return _build(grids, sample, bigtiff, extratags, resolution)
 
 
-def _grid(meta: ArrayMeta, sample: numpy.dtype) -> TileGrid | None:
+def _grid(meta: ArrayMeta, sample: numpy.dtype, bands: bool) -> TileGrid | None:
     """Tiles of the read unit's last two dimensions; a unit larger than the image (Zarr allows it)
     is clipped to the image first, so a 10 x 10 array in 1000 x 1000 chunks is one 16 x 16 tile.
     None for chunks of varying shape (a rectilinear grid)."""
@@ -137,7 +161,7 @@ def _grid(meta: ArrayMeta, sample: numpy.dtype) -> TileGrid | None:
         return None
     height, width = meta.shape[-2:]
     return TileGrid(meta.shape, (tile_size(min(unit[-2], height)), tile_size(min(unit[-1], width))),
-                    sample.itemsize)
+                    sample.itemsize, bands=bands)
 
 
 def _build(grids: list[TileGrid], sample: numpy.dtype, bigtiff: bool, extratags: tuple,
@@ -156,9 +180,12 @@ def _build(grids: list[TileGrid], sample: numpy.dtype, bigtiff: bool, extratags:
             # `stride` bytes after tile k-1 (the gap, `model.tiling`) and writes
             # TileByteCounts of `tile_nbytes`; the one zero object is skipped by the sink.
             placeholder = (bytes(grid.stride), grid.tile_nbytes)
+            if grid.bands:
+                # tifffile writes MINISBLACK with n - 1 ExtraSamples "unspecified", as GDAL does for bands.
+                extra["planarconfig"] = "separate"
             writer.write(
-                itertools.repeat(placeholder, grid.pages * grid.tiles_per_page),
-                shape=(grid.pages, grid.height, grid.width) if grid.pages > 1 else (grid.height, grid.width),
+                itertools.repeat(placeholder, grid.planes * grid.tiles_per_plane),
+                shape=(grid.planes, grid.height, grid.width) if grid.planes > 1 else (grid.height, grid.width),
                 dtype=sample,
                 tile=grid.tile,
                 photometric="minisblack",  # never guess RGB from a width of 3 or 4
@@ -174,9 +201,10 @@ def _build(grids: list[TileGrid], sample: numpy.dtype, bigtiff: bool, extratags:
 def _page_regions(sink: _SparseFile, grids: list[TileGrid]) -> list[tuple[int, int, int]]:
     """(start, level, page) of each page's tiles, read back from the IFDs tifffile wrote.
 
-    tifffile writes a page's tiles right after its IFD, in row-major order;
-    the tile offsets it wrote must be exactly that arithmetic, or the file
-    would not be what `engine.tiles.read_tile_bytes` serves.
+    tifffile writes a page's tiles right after its IFD, in row-major order
+    (sample after sample for a band page); the tile offsets it wrote must be
+    exactly that arithmetic, or the file would not be what
+    `engine.tiles.read_tile_bytes` serves.
     """
     regions: list[tuple[int, int, int]] = []
     sink.seek(0)

@@ -13,9 +13,12 @@ one unit, so serving it is still one chunk lookup, while a reader that reads
 whole tiles (GDAL does) moves a quarter of the bytes for a small window
 (a 512 x 512 window of 1024 x 1024 float32 chunks: 4 MiB instead of 16).
 
-The tile region of a file is its pages one after the other, each page its
-tiles in row-major order, each tile followed by `gap` zero bytes: tile k of
-page p starts at `(p * tiles_per_page + k) * stride`. The gap is there
+The planes of a level are its TIFF pages, one per plane, or (`bands`) the
+samples of a single page stored separately (PlanarConfiguration 2). TIFF
+stores such a page's tiles sample after sample, so the tile region is the
+same bytes either way: the planes one after the other, each plane its tiles
+in row-major order, each tile followed by `gap` zero bytes; tile k of plane
+p starts at `(p * tiles_per_plane + k) * stride`. The gap is there
 because readers read past what they asked for (GDAL reads a tile and then
 the next 4-8 KiB, its buffer): without it that over-read lands on the next
 tile, and serving a few bytes of a tile costs decoding its whole chunk.
@@ -67,13 +70,15 @@ def tile_size(unit: int) -> int:
 
 @dataclass(frozen=True)
 class TileGrid:
-    """The planes of an array of `shape` (ndim >= 2) as pages of tiles of `tile` elements."""
+    """The planes of an array of `shape` (ndim >= 2) as tiles of `tile` elements, in pages or as bands."""
 
     shape: tuple[int, ...]
     tile: tuple[int, int]
     itemsize: int
-    # file page i holds array plane `plane_order[i]` (a plane: C-order index over the leading dimensions)
+    # file plane i holds array plane `plane_order[i]` (a plane: C-order index over the leading dimensions)
     plane_order: tuple[int, ...] | None = None
+    # True: the planes are the samples (bands) of one page, PlanarConfiguration 2; False: a page per plane
+    bands: bool = False
 
     @property
     def height(self) -> int:
@@ -84,8 +89,17 @@ class TileGrid:
         return self.shape[-1]
 
     @property
-    def pages(self) -> int:
+    def planes(self) -> int:
         return math.prod(self.shape[:-2])
+
+    @property
+    def pages(self) -> int:
+        return 1 if self.bands else self.planes
+
+    @property
+    def samples(self) -> int:
+        """Samples per pixel of each page: the planes of a band page, else 1."""
+        return self.planes if self.bands else 1
 
     @property
     def tiles_down(self) -> int:
@@ -96,7 +110,7 @@ class TileGrid:
         return -(-self.width // self.tile[1])
 
     @property
-    def tiles_per_page(self) -> int:
+    def tiles_per_plane(self) -> int:
         return self.tiles_down * self.tiles_across
 
     @property
@@ -116,17 +130,17 @@ class TileGrid:
 
     @property
     def page_nbytes(self) -> int:
-        return self.tiles_per_page * self.stride
+        return self.samples * self.tiles_per_plane * self.stride
 
     @property
     def nbytes(self) -> int:
         return self.pages * self.page_nbytes
 
-    def array_plane(self, page: int) -> tuple[int, ...]:
-        """Index over the leading dimensions of the array plane shown as file page `page`."""
-        plane = page if self.plane_order is None else self.plane_order[page]
-        lead = self.shape[:-2]
-        return tuple(int(i) for i in _unravel(plane, lead))
+    def array_plane(self, plane: int) -> tuple[int, ...]:
+        """Index over the leading dimensions of the array plane shown as file plane `plane`."""
+        if self.plane_order is not None:
+            plane = self.plane_order[plane]
+        return tuple(int(i) for i in _unravel(plane, self.shape[:-2]))
 
 
 def _unravel(index: int, shape: tuple[int, ...]) -> list[int]:
