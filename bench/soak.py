@@ -551,14 +551,15 @@ def _soak(stores: dict[str, dict[str, np.ndarray]], proxy: Any, workdir: Path, m
             failures.append(f"{daemon['store']}: RSS grew {daemon['rss_slope_mib_per_10min']} MiB per 10 minutes")
         if daemon["rss_growth_mib"] > GROWTH_LIMIT_MIB:
             failures.append(f"{daemon['store']}: RSS grew {daemon['rss_growth_mib']} MiB over the run")
-        # Worker threads and open chunk files come and go with the load: under load, none more in the
-        # run's second half than in its first. Idle, a local daemon ends with no more than it had
-        # after the warm-up; a remote one may not have started every thread its HTTP client keeps
-        # by then (asyncio's resolver pool grows to its cap on first use), so only the first holds.
-        if daemon["fds_max_late"] > daemon["fds_max"] or daemon["threads_max_late"] > daemon["threads_max"]:
-            failures.append(f"{daemon['store']}: descriptors or threads grew under load")
-        if daemon["fds_end"] > daemon["fds_start"] or (proxy is None and daemon["threads_end"] > daemon["threads_start"]):
-            failures.append(f"{daemon['store']}: descriptors or threads grew when idle")
+        # Worker threads and open chunk files come and go with the load; what must not grow is what
+        # stays behind: counted idle after the warm-up and after the run. A remote daemon may still
+        # add threads after the warm-up up to a cap: its HTTP client resolves names on asyncio's
+        # default executor, which starts threads on demand up to min(32, CPUs + 4) and keeps them.
+        # (The maxima under load in each half of the run are figures, not checked: a burst late in
+        # the run may start a FUSE thread more than any burst before it, within libfuse's cap.)
+        allowed = 0 if proxy is None else min(32, (os.cpu_count() or 1) + 4)
+        if daemon["fds_end"] > daemon["fds_start"] or daemon["threads_end"] > daemon["threads_start"] + allowed:
+            failures.append(f"{daemon['store']}: descriptors or threads grew")
     figures["failures"] = failures
     return figures
 

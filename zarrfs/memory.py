@@ -79,9 +79,7 @@ def memory_figures() -> dict[str, int]:
     of the allocator), and bytes in blocks mapped on their own; `python_blocks` counts the
     interpreter's live objects.
     """
-    page = os.sysconf("SC_PAGE_SIZE")
-    with open("/proc/self/statm") as statm:
-        figures = {"rss_bytes": int(statm.read().split()[1]) * page}
+    figures = {"rss_bytes": _resident_bytes()}
     info = _mallinfo2()
     if info is not None:
         figures.update(heap_bytes=info.arena, heap_in_use_bytes=info.uordblks, heap_free_bytes=info.fordblks,
@@ -114,15 +112,17 @@ TRIM_INTERVAL = 1.0
 
 
 class HeapTrimmer:
-    """Gives the heap's free pages back to the system whenever more than `slack` bytes lie free.
+    """Gives the heap's free pages back to the system whenever more than `slack` of them are resident.
 
     glibc returns memory only from the top of its heap (beyond M_TRIM_THRESHOLD). Under many
     readers the heap holds decoded chunks, libfuse's 1 MiB request and reply buffers and read
     windows side by side; when some are freed the holes between live blocks stay resident. A
     16-reader soak on a 16 MiB budget kept 55-96 MiB free in the heap, resident, and the daemon's
     RSS rose with it. `malloc_trim(0)` releases every free page, holes included, and the next use of
-    those addresses faults in fresh pages: so it runs only when the free part passes `slack`, which
-    a steady stream of equal-sized chunks (freed and reused at once) does not reach.
+    those addresses faults in fresh pages: so it runs only when it would give back more than
+    `slack`. The free bytes glibc counts stay counted after a trim (the blocks stay free, only
+    their pages go), so what is watched is the resident memory beyond the heap's live blocks,
+    against its level right after the last trim.
     """
 
     def __init__(self, slack: int = TRIM_SLACK, interval: float = TRIM_INTERVAL) -> None:
@@ -147,8 +147,18 @@ class HeapTrimmer:
             self._thread.join()
 
     def _run(self) -> None:
+        floor = 0  # resident bytes beyond the heap's live blocks right after the last trim
         while not self._stop.wait(self.interval):
             info = _mallinfo2()
-            if info is not None and info.fordblks > self.slack:
+            if info is None or info.fordblks <= self.slack:
+                continue
+            if _resident_bytes() - info.uordblks - floor > self.slack:
                 self._trim(0)
                 self.trims += 1
+                after = _mallinfo2()
+                floor = _resident_bytes() - (after.uordblks if after is not None else 0)
+
+
+def _resident_bytes() -> int:
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
