@@ -112,17 +112,16 @@ TRIM_INTERVAL = 1.0
 
 
 class HeapTrimmer:
-    """Gives the heap's free pages back to the system whenever more than `slack` of them are resident.
+    """Gives the heap's free pages back to the system whenever glibc counts more than `slack` free.
 
     glibc returns memory only from the top of its heap (beyond M_TRIM_THRESHOLD). Under many
     readers the heap holds decoded chunks, libfuse's 1 MiB request and reply buffers and read
     windows side by side; when some are freed the holes between live blocks stay resident. A
     16-reader soak on a 16 MiB budget kept 55-96 MiB free in the heap, resident, and the daemon's
-    RSS rose with it. `malloc_trim(0)` releases every free page, holes included, and the next use of
-    those addresses faults in fresh pages: so it runs only when it would give back more than
-    `slack`. The free bytes glibc counts stay counted after a trim (the blocks stay free, only
-    their pages go), so what is watched is the resident memory beyond the heap's live blocks,
-    against its level right after the last trim.
+    RSS rose with it. `malloc_trim(0)` releases every free page, holes included; the blocks stay
+    free (glibc's count of free bytes does not drop), so once the heap is that fragmented it runs
+    every `interval`, releasing what was freed since. A steady stream of equal-sized chunks, each
+    freed and reused at once, keeps the count under `slack` and is not trimmed.
     """
 
     def __init__(self, slack: int = TRIM_SLACK, interval: float = TRIM_INTERVAL) -> None:
@@ -147,16 +146,11 @@ class HeapTrimmer:
             self._thread.join()
 
     def _run(self) -> None:
-        floor = 0  # resident bytes beyond the heap's live blocks right after the last trim
         while not self._stop.wait(self.interval):
             info = _mallinfo2()
-            if info is None or info.fordblks <= self.slack:
-                continue
-            if _resident_bytes() - info.uordblks - floor > self.slack:
+            if info is not None and info.fordblks > self.slack:
                 self._trim(0)
                 self.trims += 1
-                after = _mallinfo2()
-                floor = _resident_bytes() - (after.uordblks if after is not None else 0)
 
 
 def _resident_bytes() -> int:
