@@ -326,12 +326,15 @@ class Sampler:
 
 
 def memory_point(mountpoint: Path, seconds: float) -> dict[str, float]:
-    """One point of the memory series, in MiB: resident, the allocator's heap (in use and free),
+    """One point of the memory series, in MiB: resident (of it anonymous, and pages of mapped files),
+    the allocator's heap (in use and free),
     blocks mapped on their own, the cache's chunks and the bytes held outside it (read windows)."""
     stats = json.loads((mountpoint / ".zarrfs-stats.json").read_text())
     memory, cache = stats["memory"], stats["cache"]
     mib = 1 << 20
     return {"s": round(seconds), "rss": round(memory["rss_bytes"] / mib, 1),
+            "rss_anon": round(memory.get("rss_anon_bytes", 0) / mib, 1),
+            "rss_file": round(memory.get("rss_file_bytes", 0) / mib, 1),
             "heap_in_use": round(memory.get("heap_in_use_bytes", 0) / mib, 1),
             "heap_free": round(memory.get("heap_free_bytes", 0) / mib, 1),
             "mapped": round(memory.get("mapped_bytes", 0) / mib, 1),
@@ -382,13 +385,17 @@ def rss_trend(series: list[dict[str, float]]) -> dict[str, float | None]:
     first sixth (the last 50 minutes of an hour), in MiB per 10 minutes, and the median of the
     last three points less the median of the first three."""
     if len(series) < 6:
-        return {"rss_slope_mib_per_10min": None, "rss_growth_mib": 0.0}
+        return {"rss_slope_mib_per_10min": None, "rss_anon_slope_mib_per_10min": None, "rss_growth_mib": 0.0}
     tail = series[len(series) // 6:]
     seconds = np.array([p["s"] for p in tail], float)
-    rss = np.array([p["rss"] for p in tail], float)
-    slope = float(np.polyfit(seconds, rss, 1)[0]) * 600
+
+    def slope(kind: str) -> float:
+        return round(float(np.polyfit(seconds, np.array([p[kind] for p in tail], float), 1)[0]) * 600, 2)
+
     growth = float(np.median([p["rss"] for p in series[-3:]]) - np.median([p["rss"] for p in series[:3]]))
-    return {"rss_slope_mib_per_10min": round(slope, 2), "rss_growth_mib": round(growth, 1)}
+    # The anonymous part is the daemon's own memory; the rest is pages of mapped libraries.
+    return {"rss_slope_mib_per_10min": slope("rss"), "rss_anon_slope_mib_per_10min": slope("rss_anon"),
+            "rss_growth_mib": round(growth, 1)}
 
 
 # --http: each request waits this long, and every FAULT_EVERY seconds one fault is set on the next

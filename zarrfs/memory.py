@@ -74,12 +74,14 @@ class _Mallinfo2(ctypes.Structure):
 def memory_figures() -> dict[str, int]:
     """Where this process's memory is, for `.zarrfs-stats.json` and the soak test.
 
-    `rss_bytes` is what the system counts; the `heap_*` figures are glibc's (`mallinfo2`): bytes the
+    `rss_bytes` is what the system counts, of it `rss_anon_bytes` the process's own memory and
+    `rss_file_bytes` pages of mapped files (libraries: they grow as code paths are first run, and
+    the kernel may drop them); the `heap_*` figures are glibc's (`mallinfo2`): bytes the
     heap holds from the system, of which in use and free (free but kept is fragmentation or cache
     of the allocator), and bytes in blocks mapped on their own; `python_blocks` counts the
     interpreter's live objects.
     """
-    figures = {"rss_bytes": _resident_bytes()}
+    figures = {"rss_bytes": _resident_bytes(), **_resident_kinds()}
     info = _mallinfo2()
     if info is not None:
         figures.update(heap_bytes=info.arena, heap_in_use_bytes=info.uordblks, heap_free_bytes=info.fordblks,
@@ -156,3 +158,14 @@ class HeapTrimmer:
 def _resident_bytes() -> int:
     with open("/proc/self/statm") as statm:
         return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def _resident_kinds() -> dict[str, int]:
+    """RssAnon and RssFile of /proc/self/status, in bytes (empty where the kernel has no such lines)."""
+    kinds = {}
+    with open("/proc/self/status") as status:
+        for line in status:
+            name, _, value = line.partition(":")
+            if name in ("RssAnon", "RssFile"):
+                kinds[f"rss_{name[3:].lower()}_bytes"] = int(value.split()[0]) << 10
+    return kinds
