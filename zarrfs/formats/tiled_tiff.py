@@ -1,9 +1,10 @@
-"""`N.tiled.tif`: an uncompressed tiled (Big)TIFF whose tiles are the array's chunks.
+"""`N.tiled.tif`: an uncompressed tiled (Big)TIFF whose tiles are the array's chunks (or parts of them).
 
 Why beside `N.tif`: a strip TIFF makes a GDAL window read whole image rows,
 so the daemon decodes a band of chunks for a small window; here tile k is
 one chunk's elements (the inner chunk of a shard), padded to TIFF's multiple
-of 16 with the fill value (`model.tiling`). Stock ImageJ refuses tiled TIFFs,
+of 16 with the fill value, or an equal part of a chunk over 512 on a side
+(`model.tiling`): either way one chunk lookup. Stock ImageJ refuses tiled TIFFs,
 so `.tif` stays the ImageJ file.
 
 Pages and bands: GDAL attaches every reduced-resolution page of a file to
