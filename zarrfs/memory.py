@@ -1,4 +1,5 @@
-"""Allocator settings that keep the daemon fast and within its cache budget.
+"""The daemon's memory: allocator settings that keep it fast and within its cache budget, a
+trimmer that gives freed heap back (`HeapTrimmer`), and the figures `.zarrfs-stats.json` shows.
 
 Decoded chunks are megabytes each and turn over as the LRU evicts them. If
 each one is mapped on its own (glibc's default above 128 KiB), every page of
@@ -19,12 +20,9 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import functools
-import logging
 import os
 import sys
 import threading
-
-log = logging.getLogger(__name__)
 
 _M_TRIM_THRESHOLD = -1
 _M_MMAP_THRESHOLD = -3

@@ -12,26 +12,19 @@ list increment (a lost increment under a race costs one count, never a wrong buc
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any
 
 BUCKETS = 32
-
-T = TypeVar("T")
 
 
 class ServiceTimes:
     def __init__(self) -> None:
         self._counts = [0] * BUCKETS
 
-    def timed(self, call: Callable[[], T]) -> T:
-        """`call()`, its duration recorded whether it returns or raises."""
-        start = time.perf_counter_ns()
-        try:
-            return call()
-        finally:
-            micros = (time.perf_counter_ns() - start) // 1000
-            self._counts[min(BUCKETS - 1, micros.bit_length())] += 1
+    def record(self, start_ns: int) -> None:
+        """Count one read that began at `start_ns` (`time.perf_counter_ns()`) and ends now."""
+        micros = (time.perf_counter_ns() - start_ns) // 1000
+        self._counts[min(BUCKETS - 1, micros.bit_length())] += 1
 
     def summary(self) -> dict[str, Any]:
         """Count, and p50 / p99 / max as the upper edges of their buckets in milliseconds."""
