@@ -39,3 +39,33 @@ def test_streams_past_half_the_budget_read_without_a_window(tmp_path: Path,
         assert b"".join(reader.read(o, o + 4096, stream) for o in (0, 4096)) == data.tobytes()[:8192]
     assert engine.cache.held_bytes <= engine.cache.budget_bytes // 2
     assert any(stream.buffer is None for stream in streams)
+
+
+def test_concurrent_streams_share_one_readahead_budget(tmp_path: Path, open_engine: Callable[..., Engine]) -> None:
+    """Four streams over quarters of one array, in lock step, read each chunk about once.
+
+    The shape of `dd` on four parts of a big array: 1 MiB reads, bands of 8 MiB
+    (16 chunks side by side). The four bands fit the 48 MiB budget with room
+    to spare, but when each stream took half the budget for its own readahead,
+    their loads evicted each other's bands: 4.6 decodes per chunk.
+    """
+    data = (np.arange(1024 * 65536) % 251).astype("u1").reshape(1024, 65536)
+    oracle = write_zarr(tmp_path, data, zarr_format=3, chunks=(128, 4096))
+    engine = open_engine(oracle.store, cache_bytes=48 << 20)
+    reader = engine.reader(oracle.node)
+    expected = data.tobytes()
+    quarter = len(expected) // 4
+    streams = [ReadStream() for _ in range(4)]
+    step = 1 << 20
+    for offset in range(0, quarter, step):
+        for i, stream in enumerate(streams):
+            start = i * quarter + offset
+            assert reader.read(start, start + step, stream) == expected[start:start + step]
+    stats = engine.cache.stats()
+    chunks = (1024 // 128) * (65536 // 4096)
+    assert stats.loads <= 1.25 * chunks, stats
+    assert stats.prefetches > 0  # readahead still ran where it had room
+    assert engine.cache.claimed_bytes == 4 * 8 << 20  # each stream's band
+    del streams, stream
+    gc.collect()
+    assert engine.cache.claimed_bytes == 0  # closed streams give their bands back

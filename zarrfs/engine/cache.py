@@ -71,6 +71,8 @@ class CacheStats:
     load_errors: int = 0
     evictions: int = 0
     prefetches: int = 0  # misses started by readahead, not by a read
+    prefetches_refused: int = 0  # readahead loads not started: the budget had no room for them
+    prefetches_unread: int = 0  # chunks readahead loaded that were evicted before any read asked for them
     cached_bytes: int = 0
     cached_entries: int = 0
 
@@ -93,6 +95,13 @@ class ChunkCache:
         # buffer's finalizer, which the garbage collector may call in any thread at any moment,
         # this one's critical sections included: it must not take the lock (deque.append is atomic).
         self._released: deque[int] = deque()
+        # Readahead's share of the budget (`prefetch`): the bytes of the bands that sequential
+        # streams are reading now (`claim`), and per key the bytes of chunks readahead loaded (or
+        # is loading) that no read has asked for yet.
+        self._claimed = 0
+        self._unclaimed: deque[int] = deque()  # as `_released`: given back from finalizers
+        self._unread: dict[Hashable, int] = {}
+        self._unread_bytes = 0
         self._stats = CacheStats()
 
     # ---------------------------------------------------------------- public
@@ -128,14 +137,22 @@ class ChunkCache:
         promote: dict[int, Task] = {}
         with self._lock:
             for key in keys:
+                if self._unread and not prefetch:
+                    self._mark_read(key)
                 entry = self._hit(key)
                 if entry is not None:
                     values[key] = entry[0]
                     continue
+                if prefetch and key not in self._inflight and not self._room_to_prefetch(size_hint):
+                    self._stats.prefetches_refused += 1
+                    break  # keys come in read order: the rest wait for room, or for their reads
                 future, is_new = self._pending(key, size_hint=size_hint, prefetch=prefetch)
                 pending[key] = future
                 if is_new:
                     to_start.append((key, future))
+                    if prefetch:
+                        self._unread[key] = size_hint
+                        self._unread_bytes += size_hint
                 elif not prefetch and key in self._queued:
                     task = self._queued.pop(key)
                     promote[id(task)] = task
@@ -169,11 +186,34 @@ class ChunkCache:
         """Give back what `hold` took; never blocks (see `_released`)."""
         self._released.append(nbytes)
 
+    def demote(self, keys: Iterable[Hashable]) -> None:
+        """Make these entries (those cached) the next to be evicted: a stream is done with them."""
+        with self._lock:
+            for key in keys:
+                if key in self._entries:
+                    self._entries.move_to_end(key, last=False)
+
+    def claim(self, nbytes: int) -> None:
+        """Note that a sequential stream is reading a band of `nbytes` now: chunks the cache must
+        keep for reads, which readahead may not take (`unclaim` gives it back; never blocks)."""
+        with self._lock:
+            self._claimed += nbytes
+
+    def unclaim(self, nbytes: int) -> None:
+        self._unclaimed.append(nbytes)
+
     @property
     def held_bytes(self) -> int:
         with self._lock:
             self._drain_released()
             return self._held
+
+    @property
+    def claimed_bytes(self) -> int:
+        """Bytes of the bands sequential streams are reading now (`claim`)."""
+        with self._lock:
+            self._drain_released()
+            return self._claimed
 
     def stats(self) -> CacheStats:
         with self._lock:
@@ -203,6 +243,27 @@ class ChunkCache:
             self._entries.move_to_end(key)
             self._stats.hits += 1
         return entry
+
+    def _room_to_prefetch(self, nbytes: int) -> bool:
+        """Whether readahead may load `nbytes` more now.
+
+        Readahead of all streams together gets half of what the budget has
+        left beside the bands being read and the streams' windows. Without
+        this bound each stream took half the budget for itself: four
+        streams over one 1 GiB array on a 512 MiB budget evicted each
+        other's bands and decoded every chunk 50 times.
+        """
+        return self._unread_bytes + nbytes <= self._readahead_share()
+
+    def _readahead_share(self) -> int:
+        self._drain_released()
+        return (self.budget_bytes - self._held - self._claimed) // 2
+
+    def _mark_read(self, key: Hashable) -> None:
+        """A read asked for `key`: if readahead loaded it, it no longer counts as readahead's."""
+        charge = self._unread.pop(key, None)
+        if charge is not None:
+            self._unread_bytes -= charge
 
     def _pending(self, key: Hashable, *, size_hint: int, prefetch: bool) -> tuple[Future, bool]:
         """(future, is_new) for a key that is not cached."""
@@ -272,6 +333,7 @@ class ChunkCache:
             self._queued.pop(key, None)
             self._reserved -= size_hint
             if failed:
+                self._mark_read(key)  # nothing is kept: no longer readahead's
                 self._stats.load_errors += 1
             else:
                 if side:
@@ -283,7 +345,11 @@ class ChunkCache:
 
     def _insert(self, key: Hashable, value: Any) -> None:
         size = value_nbytes(value)
+        if key in self._unread:  # charged its size hint while loading: now its real size
+            self._unread_bytes += size - self._unread[key]
+            self._unread[key] = size
         if size > self.budget_bytes:
+            self._mark_read(key)
             return
         old = self._entries.pop(key, None)
         if old is not None:
@@ -295,13 +361,29 @@ class ChunkCache:
     def _drain_released(self) -> None:
         while self._released:
             self._held -= self._released.popleft()
+        while self._unclaimed:
+            self._claimed -= self._unclaimed.popleft()
 
     def _evict(self) -> None:
         self._drain_released()
         while self._stats.cached_bytes + self._reserved + self._held > self.budget_bytes and self._entries:
-            _, (_, size) = self._entries.popitem(last=False)
+            key = self._surplus_readahead()
+            if key is None:
+                key = next(iter(self._entries))  # least recently used
+            _, size = self._entries.pop(key)
             self._stats.cached_bytes -= size
             self._stats.evictions += 1
+            if key in self._unread:
+                self._mark_read(key)
+                self._stats.prefetches_unread += 1
+
+    def _surplus_readahead(self) -> Hashable | None:
+        """The chunk readahead loaded last, while readahead holds more than its share (a stream
+        claimed a band after readahead for the others had started): it goes before the chunks
+        reads are using, and it is the one needed last."""
+        if self._unread_bytes <= self._readahead_share():
+            return None
+        return next((key for key in reversed(self._unread) if key in self._entries), None)
 
     def _pool(self) -> PriorityPool:
         with self._lock:

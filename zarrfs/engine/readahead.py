@@ -8,6 +8,11 @@ chunk decodes once; when the budget cannot hold a band it says which would.
 
 A sequential stream also gets its bytes assembled a window at a time (the
 per-chunk Python work is paid once per window instead of once per FUSE read).
+Readahead of all streams together is bounded too (`ChunkCache._room_to_prefetch`):
+each sequential stream claims the band it reads, and loads ahead only get
+half of what the budget leaves beside the claimed bands; chunks it cannot
+load ahead now it loads at a later read, or the read that needs them does.
+
 The window is the stream's own buffer, not a cache entry (it lives and dies
 with the open file), but its bytes count against the cache budget while it
 lives (`ChunkCache.hold`), so that memory stays bounded however many files
@@ -16,7 +21,9 @@ are read at once: streams past half the budget read without a window.
 
 from __future__ import annotations
 
+import itertools
 import logging
+import math
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -44,17 +51,31 @@ class ReadStream:
     prefetched_until: int = 0
     sequential: bool = False
     buffer: tuple[int, np.ndarray] | None = None  # (offset, bytes) assembled for the stream
+    band: BandClaim | None = None  # while sequential: the band it reads, kept from readahead
+    band_index: int = -1  # the band (chunk index along the first axis) its last read began in
+
+
+class BandClaim:
+    """A sequential stream's claim on the cache for the band it is reading (`ChunkCache.claim`),
+    given back when the stream stops being sequential or is closed."""
+
+    def __init__(self, cache: ChunkCache, nbytes: int) -> None:
+        cache.claim(nbytes)
+        weakref.finalize(self, cache.unclaim, nbytes)
 
 
 class Readahead:
     """The readahead policy of one array: which chunks of its read grid to load ahead of a stream."""
 
     def __init__(self, name: str, read_grid: ChunkGrid, outer_grid: ChunkGrid, itemsize: int, nbytes: int,
-                 budget_bytes: int, *, enabled: bool, readahead_max: int | None = None) -> None:
+                 cache: ChunkCache, *, enabled: bool, readahead_max: int | None = None) -> None:
+        budget_bytes = cache.budget_bytes
+        self.cache = cache
         self.grid = read_grid
         self.itemsize = itemsize
         self.nbytes = nbytes
         self.band_bytes = read_grid.band_nbytes(itemsize)
+        self.row_elements = math.prod(read_grid.shape[1:])  # elements per index of the first axis
         # Windows count against the budget: at most half of what one band
         # leaves, so a small budget gets a smaller window, or none.
         self.window_bytes = min(WINDOW_BYTES, max(0, budget_bytes - self.band_bytes) // 2)
@@ -95,11 +116,18 @@ class Readahead:
 
     def track(self, stream: ReadStream, start: int, stop: int) -> list[Coords]:
         """Note a read of [start, stop); the chunks to load ahead of it now (often none)."""
-        stream.sequential = stream.next_offset >= 0 and \
-            abs(start - stream.next_offset) <= max(4 * (stop - start), 1 << 20)
+        first_read = stream.next_offset < 0
+        stream.sequential = not first_read and abs(start - stream.next_offset) <= max(4 * (stop - start), 1 << 20)
         stream.next_offset = max(stop, stream.next_offset) if stream.sequential else stop
-        if not stream.sequential or self.readahead_max <= 0:
+        if self.readahead_max <= 0 or not (stream.sequential or first_read):
             stream.window = 0
+            stream.band = None
+            return []
+        # A stream claims its band from its first read (it may turn out sequential at the next),
+        # so that readahead for streams already known does not take the room this one needs.
+        if stream.band is None:
+            stream.band = BandClaim(self.cache, self.band_bytes)
+        if first_read:
             return []
         stream.window = min(self.readahead_max, 2 * stream.window if stream.window else self.band_bytes)
         ahead_start = max(stop, stream.prefetched_until)
@@ -116,6 +144,31 @@ class Readahead:
         stream.prefetched_until = ahead_stop
         first, last, _ = element_range(ahead_start, ahead_stop, self.itemsize)
         return chunks_of_elements(self.grid, first, last)
+
+    def passed(self, stream: ReadStream, start: int) -> list[Coords]:
+        """The chunks of the bands a sequential stream has just left behind (often none).
+
+        A C-order stream does not come back to them, yet its last reads made
+        them the most recently used chunks; left there, they would outlive the
+        chunks readahead loaded for the next bands (of this stream or
+        another), which no read has touched yet.
+        """
+        if not self.grid.shape:
+            return []
+        row = start // self.itemsize // self.row_elements
+        band = self.grid.axes[0].locate(min(row, self.grid.shape[0] - 1))[0]
+        left, stream.band_index = stream.band_index, band
+        if not stream.sequential or not 0 <= left < band:
+            return []
+        return list(itertools.product(range(left, band), *(range(axis.count) for axis in self.grid.axes[1:])))
+
+    def refused(self, stream: ReadStream, coords: Coords) -> None:
+        """The cache had no room to load chunk `coords` (and those after it) ahead: the stream's
+        readahead resumes from the first byte that needs it, at a later read."""
+        first = 0
+        for axis, c, extent in zip(self.grid.axes, coords, self.grid.shape, strict=True):
+            first = first * extent + axis.start(c)
+        stream.prefetched_until = min(stream.prefetched_until, first * self.itemsize)
 
 
 def windowed(stream: ReadStream, start: int, stop: int, nbytes: int, window_bytes: int, cache: ChunkCache,

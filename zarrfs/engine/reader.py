@@ -56,7 +56,7 @@ class ArrayReader:
         self._batch = Batch(lambda key: source.group(key[1]), self._load_many)
         # Files read raw get their readahead from the kernel, file by file.
         self.readahead = Readahead(self.meta.path, self.grid, self.meta.grid, self.itemsize, self.nbytes,
-                                   cache.budget_bytes, enabled=self._files is None, readahead_max=readahead_max)
+                                   cache, enabled=self._files is None, readahead_max=readahead_max)
 
     # ---------------------------------------------------------------- public
 
@@ -78,8 +78,14 @@ class ArrayReader:
         if stream is not None:
             ahead = self.readahead.track(stream, start, stop)
             if ahead:
-                self.cache.get_many([(self._key_prefix, c) for c in ahead], self._load, size_hint=self.unit_nbytes,
-                                    prefetch=True, batch=self._batch)
+                values, pending = self.cache.get_many([(self._key_prefix, c) for c in ahead], self._load,
+                                                      size_hint=self.unit_nbytes, prefetch=True, batch=self._batch)
+                taken = len(values) + len(pending)  # the cache takes keys in order until it has no room
+                if taken < len(ahead):
+                    self.readahead.refused(stream, ahead[taken])
+            behind = self.readahead.passed(stream, start)
+            if behind:
+                self.cache.demote([(self._key_prefix, c) for c in behind])
             window_bytes = self.readahead.window_bytes
             if stream.sequential and size < window_bytes:  # a window pays for small reads
                 data = windowed(stream, start, stop, self.nbytes, window_bytes, self.cache, self._fill_bytes)
