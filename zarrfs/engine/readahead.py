@@ -42,6 +42,11 @@ log = logging.getLogger(__name__)
 WINDOW_BYTES = 1 << 20
 
 
+# How far past a band a stream reads before the band counts as left behind: more than the
+# kernel's readahead keeps in flight (the mount sets 4 MiB for local stores).
+PASSED_SLACK = 8 << 20
+
+
 @dataclass
 class ReadStream:
     """Per open file: where the last read ended, how far ahead is loaded, and its window."""
@@ -151,11 +156,13 @@ class Readahead:
         A C-order stream does not come back to them, yet its last reads made
         them the most recently used chunks; left there, they would outlive the
         chunks readahead loaded for the next bands (of this stream or
-        another), which no read has touched yet.
+        another), which no read has touched yet. A band counts as passed once
+        the stream is `PASSED_SLACK` beyond it: the kernel's readahead has
+        several requests in flight, and they may arrive out of order.
         """
         if not self.grid.shape:
             return []
-        row = start // self.itemsize // self.row_elements
+        row = max(0, start - PASSED_SLACK) // self.itemsize // self.row_elements
         band = self.grid.axes[0].locate(min(row, self.grid.shape[0] - 1))[0]
         left, stream.band_index = stream.band_index, band
         if not stream.sequential or not 0 <= left < band:
