@@ -81,6 +81,8 @@ class Readahead:
         self.nbytes = nbytes
         self.band_bytes = read_grid.band_nbytes(itemsize)
         self.row_elements = math.prod(read_grid.shape[1:])  # elements per index of the first axis
+        # Small bands are left sooner: the band the stream left stays in the cache until then.
+        self.passed_slack = min(PASSED_SLACK, self.band_bytes // 4)
         # Windows count against the budget: at most half of what one band
         # leaves, so a small budget gets a smaller window, or none.
         self.window_bytes = min(WINDOW_BYTES, max(0, budget_bytes - self.band_bytes) // 2)
@@ -157,12 +159,12 @@ class Readahead:
         them the most recently used chunks; left there, they would outlive the
         chunks readahead loaded for the next bands (of this stream or
         another), which no read has touched yet. A band counts as passed once
-        the stream is `PASSED_SLACK` beyond it: the kernel's readahead has
+        the stream is `passed_slack` beyond it: the kernel's readahead has
         several requests in flight, and they may arrive out of order.
         """
         if not self.grid.shape:
             return []
-        row = max(0, start - PASSED_SLACK) // self.itemsize // self.row_elements
+        row = max(0, start - self.passed_slack) // self.itemsize // self.row_elements
         band = self.grid.axes[0].locate(min(row, self.grid.shape[0] - 1))[0]
         left, stream.band_index = stream.band_index, band
         if not stream.sequential or not 0 <= left < band:
