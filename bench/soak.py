@@ -36,6 +36,7 @@ import json
 import os
 import random
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -236,8 +237,8 @@ class Reader:
         finally:
             del mapped
 
-    def run(self, deadline: float, kinds: tuple[str, ...]) -> None:
-        while time.monotonic() < deadline:
+    def run(self, deadline: float, kinds: tuple[str, ...], stop: threading.Event) -> None:
+        while time.monotonic() < deadline and not stop.is_set():
             kind = self.rng.choice(kinds)
             pool = [f for f in self.files if f.path.suffix == ".npy"] if kind == "mmap" else self.files
             file = self.rng.choice(pool)
@@ -255,12 +256,19 @@ class Reader:
 def run_readers(files: list[OracleFile], readers: int, seconds: float, seed: int, kinds: tuple[str, ...]) -> Tally:
     tallies = [Tally() for _ in range(readers)]
     deadline = time.monotonic() + seconds
-    threads = [threading.Thread(target=Reader(files, seed + i, tallies[i]).run, args=(deadline, kinds))
+    stop = threading.Event()  # set when the run is cut short, so that the mounts can be unmounted
+    threads = [threading.Thread(target=Reader(files, seed + i, tallies[i]).run, args=(deadline, kinds, stop))
                for i in range(readers)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        stop.set()
+        for thread in threads:
+            if thread.is_alive():
+                thread.join()
     total = Tally()
     for tally in tallies:
         total.merge(tally)
@@ -326,7 +334,8 @@ class Sampler:
 
 
 def memory_point(mountpoint: Path, seconds: float) -> dict[str, float]:
-    """One point of the memory series, in MiB: resident (of it anonymous, and pages of mapped files),
+    """One point of the memory series, in MiB: resident (of it anonymous, pages of mapped files, and
+    the resident part of the allocator's heap),
     the allocator's heap (in use and free),
     blocks mapped on their own, the cache's chunks and the bytes held outside it (read windows)."""
     stats = json.loads((mountpoint / ".zarrfs-stats.json").read_text())
@@ -335,6 +344,7 @@ def memory_point(mountpoint: Path, seconds: float) -> dict[str, float]:
     return {"s": round(seconds), "rss": round(memory["rss_bytes"] / mib, 1),
             "rss_anon": round(memory.get("rss_anon_bytes", 0) / mib, 1),
             "rss_file": round(memory.get("rss_file_bytes", 0) / mib, 1),
+            "rss_heap": round(memory.get("rss_heap_bytes", 0) / mib, 1),
             "heap_in_use": round(memory.get("heap_in_use_bytes", 0) / mib, 1),
             "heap_free": round(memory.get("heap_free_bytes", 0) / mib, 1),
             "mapped": round(memory.get("mapped_bytes", 0) / mib, 1),
@@ -593,6 +603,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="zarrfs-soak-"))
     workdir.mkdir(parents=True, exist_ok=True)
+    # Stopped with SIGTERM (kill, a CI timeout), still unmount and stop the daemons and the server.
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     try:
         figures = soak(workdir, args.minutes, args.readers, args.cache_size, args.warmup, args.seed,
                        tuple(args.kinds.split(",")), args.series_every, args.http)

@@ -74,12 +74,14 @@ def memory_figures() -> dict[str, int]:
 
     `rss_bytes` is what the system counts, of it `rss_anon_bytes` the process's own memory and
     `rss_file_bytes` pages of mapped files (libraries: they grow as code paths are first run, and
-    the kernel may drop them); the `heap_*` figures are glibc's (`mallinfo2`): bytes the
+    the kernel may drop them), `rss_heap_bytes` the resident part of glibc's heap (the rest of
+    the process's own memory is the interpreter's object arenas, thread stacks and libraries'
+    data); the `heap_*` figures are glibc's (`mallinfo2`): bytes the
     heap holds from the system, of which in use and free (free but kept is fragmentation or cache
     of the allocator), and bytes in blocks mapped on their own; `python_blocks` counts the
     interpreter's live objects.
     """
-    figures = {"rss_bytes": _resident_bytes(), **_resident_kinds()}
+    figures = {"rss_bytes": _resident_bytes(), **_resident_kinds(), **_resident_heap()}
     info = _mallinfo2()
     if info is not None:
         figures.update(heap_bytes=info.arena, heap_in_use_bytes=info.uordblks, heap_free_bytes=info.fordblks,
@@ -156,6 +158,21 @@ class HeapTrimmer:
 def _resident_bytes() -> int:
     with open("/proc/self/statm") as statm:
         return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def _resident_heap() -> dict[str, int]:
+    """The resident bytes of the `[heap]` mapping (glibc's one arena), from /proc/self/smaps."""
+    try:
+        with open("/proc/self/smaps") as smaps:
+            in_heap = False
+            for line in smaps:
+                if line.rstrip().endswith("[heap]"):
+                    in_heap = True
+                elif in_heap and line.startswith("Rss:"):
+                    return {"rss_heap_bytes": int(line.split()[1]) << 10}
+    except OSError:
+        pass
+    return {}
 
 
 def _resident_kinds() -> dict[str, int]:
