@@ -65,6 +65,7 @@ def test_concurrent_streams_share_one_readahead_budget(tmp_path: Path, open_engi
     chunks = (1024 // 128) * (65536 // 4096)
     assert stats.loads <= 1.25 * chunks, stats
     assert stats.prefetches > 0  # readahead still ran where it had room
+    assert stats.prefetches_refused > 0  # and was held to its share: four streams asked for more
     assert engine.cache.claimed_bytes == 4 * 8 << 20  # each stream's band
     del streams, stream
     gc.collect()
