@@ -10,6 +10,11 @@ in one task, so the loader can fetch adjacent byte ranges in one request;
 each key still has its own future, created under the lock, so a key loads
 once however many threads or batches want it.
 
+Readahead loads (`prefetch=True`) get a bounded share of the budget: half
+of what is left beside the bands sequential streams are reading (`claim`)
+and the windows they hold (`hold`); loads beyond it are not started. Chunks
+readahead loaded count against that share until a read asks for them.
+
 The worker pool is created on first use, never at import or construction, so
 no thread exists before the daemon forks.
 """
