@@ -57,6 +57,9 @@ RSS_SLACK_MIB = 100
 SLOPE_LIMIT_MIB_PER_10MIN = 1.0
 SLOPE_MIN_MINUTES = 30
 GROWTH_LIMIT_MIB = 16
+# A remote daemon's idle connections at most: the store's default bound on requests in flight
+# (zarrfs/options.py: StoreOptions.max_concurrency) and asyncio's self-pipe, a socket pair.
+POOL_SOCKETS = 32 + 2
 KINDS = ("stream", "preads", "mmap")
 
 
@@ -281,13 +284,21 @@ def run_readers(files: list[OracleFile], readers: int, seconds: float, seed: int
 @dataclass
 class DaemonSample:
     fds: int
+    sockets: int  # of the descriptors, sockets (a remote daemon's connections)
     threads: int
     peak_rss_mib: float
 
 
 def sample(pid: int) -> DaemonSample:
     status = Path(f"/proc/{pid}/status").read_text()
-    return DaemonSample(fds=len(os.listdir(f"/proc/{pid}/fd")), threads=len(os.listdir(f"/proc/{pid}/task")),
+    links = []
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            links.append(os.readlink(f"/proc/{pid}/fd/{fd}"))
+        except FileNotFoundError:  # closed since listed
+            pass
+    return DaemonSample(fds=len(links), sockets=sum(link.startswith("socket:") for link in links),
+                        threads=len(os.listdir(f"/proc/{pid}/task")),
                         peak_rss_mib=int(status.split("VmHWM:")[1].split()[0]) / 1024)
 
 
@@ -540,7 +551,8 @@ def _soak(stores: dict[str, dict[str, np.ndarray]], proxy: Any, workdir: Path, m
                        "max": round(max(main.latencies, default=0) * 1000, 3)},
         "daemons": [{"store": Path(store).name, "cache_budget_mib": budget, "idle_rss_mib": round(i.peak_rss_mib, 1),
                      "peak_rss_mib": round(a.peak_rss_mib, 1),
-                     "fds_start": b.fds, "fds_end": a.fds, "threads_start": b.threads, "threads_end": a.threads,
+                     "fds_start": b.fds, "fds_end": a.fds, "sockets_start": b.sockets, "sockets_end": a.sockets,
+                     "threads_start": b.threads, "threads_end": a.threads,
                      **sampler.peaks(k), "cache": s["cache"], "store_requests": s["store"]["requests"],
                      # the daemon's own time per FUSE read, to tell its latency from the readers' queueing
                      "daemon_read_times": s.get("reads"),
@@ -574,8 +586,14 @@ def _soak(stores: dict[str, dict[str, np.ndarray]], proxy: Any, workdir: Path, m
         # default executor, which starts threads on demand up to min(32, CPUs + 4) and keeps them.
         # (The maxima under load in each half of the run are figures, not checked: a burst late in
         # the run may start a FUSE thread more than any burst before it, within libfuse's cap.)
+        # Its idle connections are a pool: as many as requests were last in flight at once (the
+        # store lets at most `max_concurrency` run), plus asyncio's self-pipe (a socket pair);
+        # faults close some and later requests open others, so only the pool's bound is checked.
         allowed = 0 if proxy is None else min(32, (os.cpu_count() or 1) + 4)
-        if daemon["fds_end"] > daemon["fds_start"] or daemon["threads_end"] > daemon["threads_start"] + allowed:
+        sockets = daemon["sockets_start"] if proxy is None else max(daemon["sockets_start"], POOL_SOCKETS)
+        files_start, files_end = (daemon[f"fds_{w}"] - daemon[f"sockets_{w}"] for w in ("start", "end"))
+        if files_end > files_start or daemon["sockets_end"] > sockets or \
+                daemon["threads_end"] > daemon["threads_start"] + allowed:
             failures.append(f"{daemon['store']}: descriptors or threads grew")
     figures["failures"] = failures
     return figures
