@@ -509,11 +509,17 @@ def _soak(stores: dict[str, dict[str, np.ndarray]], proxy: Any, workdir: Path, m
             mountpoint, log = workdir / f"mnt{i}", workdir / f"daemon{i}.log"
             mountpoint.mkdir()
             source = store if proxy is None else f"{proxy.url}/{Path(store).name}"
-            result = zarrfs("--log-level", "info", "mount", source, str(mountpoint),
-                            "--cache-size", _daemon_cache_size(Path(store), cache_size), "--log-file", str(log))
+            # A SIGTERM while mounting waits until the mount is on the list the finally unmounts.
+            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+            try:
+                result = zarrfs("--log-level", "info", "mount", source, str(mountpoint), "--cache-size",
+                                _daemon_cache_size(Path(store), cache_size), "--log-file", str(log))
+                if result.returncode == 0:
+                    mounts.append((mountpoint, log, Path(store)))
+            finally:
+                signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
             if result.returncode != 0:
                 raise RuntimeError(f"zarrfs mount failed: {result.stderr}")
-            mounts.append((mountpoint, log, Path(store)))
             files += oracle_files(mountpoint, Path(store), arrays)
         pids = [daemon_pid(m) for m, _, _ in mounts]
         idle = [sample(pid) for pid in pids]
