@@ -22,9 +22,13 @@ a line in the daemon's log; a wrong byte never is.
 
 Prints the figures and writes them as JSON: reads, bytes, errors, wrong
 bytes, latency percentiles, each daemon's RSS when idle after mounting and
-its peak (VmHWM), descriptors and threads. Exits 1 if a target is missed: any error or wrong byte, peak RSS
-over the cache budget + 100 MiB, or more descriptors or threads at the end
-than after the warm-up.
+its peak (VmHWM), its memory series and slope, descriptors and threads.
+Exits 1 if a target is missed: any error or wrong byte (over HTTP: an error
+that is not EIO with a log line), peak RSS over the cache budget + 100 MiB,
+RSS rising 1 MiB per 10 minutes or more (runs of 30 minutes and longer) or
+ending more than 16 MiB above its start, or more open files or threads at
+the end than after the warm-up (over HTTP: more sockets than the idle
+connection pool can hold, and the resolver threads asyncio keeps).
 """
 
 from __future__ import annotations
