@@ -63,7 +63,9 @@ def test_concurrent_streams_share_one_readahead_budget(tmp_path: Path, open_engi
             assert reader.read(start, start + step, stream) == expected[start:start + step]
     stats = engine.cache.stats()
     chunks = (1024 // 128) * (65536 // 4096)
-    assert stats.loads <= 1.25 * chunks, stats
+    # 1.00-1.27 decodes per chunk over many runs (how loads and reads interleave varies with the
+    # machine's load); 4.6 when each stream took half the budget.
+    assert stats.loads <= 1.5 * chunks, stats
     assert stats.prefetches > 0  # readahead still ran where it had room
     assert stats.prefetches_refused > 0  # and was held to its share: four streams asked for more
     assert engine.cache.claimed_bytes == 4 * 8 << 20  # each stream's band
