@@ -56,8 +56,8 @@ class ReadStream:
     prefetched_until: int = 0
     sequential: bool = False
     buffer: tuple[int, np.ndarray] | None = None  # (offset, bytes) assembled for the stream
-    band: BandClaim | None = None  # while sequential: the band it reads, kept from readahead
-    band_index: int = -1  # the band (chunk index along the first axis) its last read began in
+    band: BandClaim | None = None  # from its first read while it stays sequential: its band's claim
+    band_index: int = -1  # while sequential: the band its last read began in (less the slack)
 
 
 class BandClaim:
@@ -162,12 +162,13 @@ class Readahead:
         the stream is `passed_slack` beyond it: the kernel's readahead has
         several requests in flight, and they may arrive out of order.
         """
-        if not self.grid.shape:
+        if not stream.sequential or not self.grid.shape:  # random reads (every pread) stop here
+            stream.band_index = -1
             return []
         row = max(0, start - self.passed_slack) // self.itemsize // self.row_elements
         band = self.grid.axes[0].locate(min(row, self.grid.shape[0] - 1))[0]
         left, stream.band_index = stream.band_index, band
-        if not stream.sequential or not 0 <= left < band:
+        if not 0 <= left < band:
             return []
         return list(itertools.product(range(left, band), *(range(axis.count) for axis in self.grid.axes[1:])))
 
