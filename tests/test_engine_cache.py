@@ -24,6 +24,7 @@ import pytest
 from oracles import Oracle, write_zarr
 from zarrfs.engine.engine import Engine
 from zarrfs.engine.readahead import ReadStream
+from zarrfs.engine.spare import reusable
 
 PIECE = 128 << 10  # what the kernel asks a FUSE file system for at a time
 THREADS = 8
@@ -203,3 +204,55 @@ def test_cache_memory_stays_within_budget(pattern: str, big_array: Oracle,
         tracemalloc.stop()
     assert engine.cache.stats().cached_bytes <= budget
     assert held <= budget + (1 << 20), f"the cache keeps {held >> 20} MiB alive with a {budget >> 20} MiB budget"
+
+
+# ------------------------------------------------------------ spare memory
+
+
+def test_evicted_memory_is_reusable_only_when_nothing_else_refers_to_it() -> None:
+    """spare.reusable hands out a chunk's memory only if the caller's one name is all that
+    refers to the chunk and to the array owning its memory."""
+    owner = np.empty(4096, np.uint8)
+    chunk = owner.view("<f4").reshape(32, 32)
+    del owner
+    view = chunk[3:5]
+    assert reusable(chunk) is None  # a reader still holds a view
+    del view
+    exported = memoryview(chunk)
+    assert reusable(chunk) is None  # a buffer exported from it (a reply copy in progress)
+    del exported
+    second_name = chunk
+    assert reusable(chunk) is None
+    del second_name
+    memory = reusable(chunk)
+    assert memory is not None and memory.nbytes == chunk.nbytes and np.shares_memory(memory, chunk)
+
+    whole = np.zeros((8, 8), "<f8")  # owns its memory itself
+    assert reusable(whole) is whole
+    assert reusable(np.frombuffer(b"\0" * 64, "<f8")) is None  # memory of a bytes object: read-only
+    assert reusable(np.empty(4096, np.uint8)[:1024]) is None  # part of a larger buffer
+    assert reusable(np.empty(4, object)) is None
+
+
+def test_stream_decodes_into_evicted_chunks_and_never_into_held_ones(big_array: Oracle,
+                                                                      open_engine: Callable[..., Engine]) -> None:
+    """A stream over an array twice the budget reuses evicted chunks' memory for its decodes;
+    a chunk a reader still holds keeps its bytes although the cache evicted it."""
+    budget = 4 << 20
+    engine = open_engine(big_array.store, cache_bytes=budget)
+    reader = engine.reader(big_array.node)
+    want = big_array.expected.tobytes()
+    stream = ReadStream()
+    half = len(want) // 2
+    assert read_sequentially(lambda a, b: reader.read(a, b, stream), half) == want[:half]
+    held = [value.copy() for value, _ in engine.cache._entries.values() if isinstance(value, np.ndarray)]
+    kept_alive = [value for value, _ in engine.cache._entries.values() if isinstance(value, np.ndarray)]
+    assert kept_alive
+    rest = b"".join(reader.read(start, start + PIECE, stream) for start in range(half, len(want), PIECE))
+    assert rest == want[half:]
+    assert all(np.array_equal(alive, copy) for alive, copy in zip(kept_alive, held, strict=True))
+    stats = engine.cache.stats()
+    assert stats.loads == n_chunks(reader.meta.shape, reader.meta.chunk_shape)
+    # Every eviction of a chunk nobody holds frees memory a later decode of the stream can take.
+    assert stats.spares_reused >= (stats.evictions - len(kept_alive)) // 2 > 0, stats
+    assert stats.spare_bytes <= budget

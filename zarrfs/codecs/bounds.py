@@ -45,8 +45,23 @@ def chunk_output_bound(shape: tuple[int, ...], dtype: np.dtype) -> int:
     return max(nbytes, VLEN_PAYLOAD_BOUND) if dtype.hasobject else nbytes
 
 
-def decode_bytes(codec: Codec, data: bytes | memoryview, limit: int) -> memoryview:
-    """`codec.decode(data)`, refusing any output larger than `limit` bytes."""
+# Codecs whose frames state their exact decoded size and that numcodecs decodes into a given
+# buffer (`decode(data, out=...)`).
+_DECODE_INTO = {"blosc", "zstd", "lz4"}
+
+
+def decodes_into(codec: Codec) -> bool:
+    """Whether `decode_bytes` can write `codec`'s output into a buffer it is given."""
+    return codec.codec_id in _DECODE_INTO
+
+
+def decode_bytes(codec: Codec, data: bytes | memoryview, limit: int,
+                 out: np.ndarray | None = None) -> memoryview | np.ndarray:
+    """`codec.decode(data)`, refusing any output larger than `limit` bytes.
+
+    With `out` (flat uint8), a frame that states exactly `out.nbytes` decodes into it and `out`
+    is returned; any other frame decodes into new memory as without it.
+    """
     codec_id = codec.codec_id
     if codec_id in ("zlib", "gzip"):
         # 32 + MAX_WBITS detects a zlib or a gzip header: zarr 1.x wrote zlib
@@ -56,11 +71,14 @@ def decode_bytes(codec: Codec, data: bytes | memoryview, limit: int) -> memoryvi
         return memoryview(_bounded_stream(bz2.BZ2Decompressor(), data, limit, codec_id))
     if codec_id == "lzma" and codec.filters is None and codec.format != lzma.FORMAT_RAW:
         return memoryview(_bounded_stream(lzma.LZMADecompressor(format=codec.format), data, limit, codec_id))
-    declared = _declared_size(codec_id, data)
+    declared, exact = _declared_size(codec_id, data)
     if declared is not None and declared > limit:
         raise ChunkError(f"{codec_id} frame declares {declared} bytes, more than the {limit} a chunk may need")
-    out = codec.decode(data)
-    view = memoryview(ensure_contiguous_ndarray(out)).cast("B")
+    if out is not None and exact and declared == out.nbytes and codec_id in _DECODE_INTO:
+        codec.decode(data, out=out)
+        return out
+    decoded = codec.decode(data)
+    view = memoryview(ensure_contiguous_ndarray(decoded)).cast("B")
     if view.nbytes > limit:
         raise ChunkError(f"{codec_id} produced {view.nbytes} bytes, more than the {limit} a chunk may need")
     return view
@@ -75,8 +93,9 @@ def _bounded_stream(decompressor: Any, data: bytes | memoryview, limit: int, nam
     return out
 
 
-def _declared_size(codec_id: str, data: bytes | memoryview) -> int | None:
-    """The decoded size a frame header announces (or bounds), where the format has one."""
+def _declared_size(codec_id: str, data: bytes | memoryview) -> tuple[int | None, bool]:
+    """(the decoded size the frame headers announce or bound, whether it is exact); (None, False)
+    where the format states none."""
     if codec_id == "zstd":
         return _zstd_bound(memoryview(data).cast("B"))
     raw = bytes(data[:16])
@@ -85,18 +104,19 @@ def _declared_size(codec_id: str, data: bytes | memoryview) -> int | None:
         # c-blosc1 reads `cbytes` bytes whatever the buffer holds: a short frame must not reach it.
         if cbytes > len(data):
             raise ChunkError(f"blosc frame of {cbytes} bytes is truncated to {len(data)}")
-        return nbytes
+        return nbytes, True
     if codec_id == "lz4" and len(raw) >= 4:
-        return struct.unpack_from("<I", raw, 0)[0]
-    return None
+        return struct.unpack_from("<I", raw, 0)[0], True
+    return None, False
 
 
 _ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 _ZSTD_BLOCK_MAX = 128 << 10
 
 
-def _zstd_bound(buf: memoryview) -> int:
-    """Most bytes the zstd frames in `buf` can decode to (RFC 8878 §3.1).
+def _zstd_bound(buf: memoryview) -> tuple[int, bool]:
+    """(most bytes the zstd frames in `buf` can decode to, whether every frame states its size)
+    (RFC 8878 §3.1).
 
     A frame's Frame_Content_Size when present (the decoder enforces it);
     otherwise the sum over its blocks: raw and RLE blocks state their size,
@@ -104,6 +124,7 @@ def _zstd_bound(buf: memoryview) -> int:
     writers omit the content size, and numcodecs then decodes without limit.
     """
     total = 0
+    exact = True
     pos = 0
     while pos < len(buf):
         magic = bytes(buf[pos : pos + 4])
@@ -138,6 +159,7 @@ def _zstd_bound(buf: memoryview) -> int:
             pos += 3 + (1 if block_type == 1 else block_size)
         pos += 4 * has_checksum
         total += content_size if fcs_size else blocks_bound
-    return total
+        exact = exact and fcs_size > 0
+    return total, exact
 
 

@@ -16,7 +16,7 @@ import numpy as np
 from numcodecs.abc import Codec
 
 from ..errors import ChunkError, MetadataError
-from .bounds import chunk_output_bound, decode_bytes
+from .bounds import chunk_output_bound, decode_bytes, decodes_into
 from .elements import BytesCodec
 from .registry import lookup, named
 from .spec import ChunkSpec, as_objects, view_as_chunk
@@ -25,8 +25,18 @@ from .spec import ChunkSpec, as_objects, view_as_chunk
 class ChunkCodec(Protocol):
     """Turns one stored object into the chunk it encodes."""
 
-    def decode(self, data: bytes, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
-        """The chunk as an array of `shape` and `dtype`, in logical (C-index) order."""
+    def decode(self, data: bytes, shape: tuple[int, ...], dtype: np.dtype, out: np.ndarray | None = None,
+               ) -> np.ndarray:
+        """The chunk as an array of `shape` and `dtype`, in logical (C-index) order.
+
+        `out`: flat uint8 memory of the chunk's size, used for the chunk when `decodes_into`
+        says the pipeline can (and the stored frame states that size); otherwise ignored.
+        """
+        ...
+
+    def decodes_into(self, dtype: np.dtype) -> bool:
+        """Whether a chunk of `dtype` is its last decode stage's output as is, so that stage can
+        write into memory it is given (`decode(..., out=)`)."""
         ...
 
     def describe(self) -> list[dict[str, Any]]:
@@ -49,7 +59,8 @@ class ArrayToBytes(Protocol):
 class BytesToBytes(Protocol):
     name: str
 
-    def decode(self, data: Any, limit: int) -> memoryview: ...
+    def decode(self, data: Any, limit: int, out: np.ndarray | None = None) -> memoryview | np.ndarray: ...
+    def decodes_into(self) -> bool: ...
     def describe(self) -> dict[str, Any]: ...
 
 
@@ -61,16 +72,19 @@ class V2ChunkCodec:
     filters: tuple[Codec, ...] = ()
     order: str = "C"
 
-    def decode(self, data: bytes, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+    def decode(self, data: bytes, shape: tuple[int, ...], dtype: np.dtype, out: np.ndarray | None = None,
+               ) -> np.ndarray:
         limit = chunk_output_bound(shape, dtype)
         buf: Any = data
         stages = ([self.compressor] if self.compressor is not None else []) + list(reversed(self.filters))
         # An object array's first filter (its object codec) turns bytes into elements: it runs last,
         # unbounded by `decode_bytes` (its input is bounded) and its output is not bytes to view.
         object_codec = stages.pop() if dtype.hasobject else None
+        if not self.decodes_into(dtype):
+            out = None
         try:
             for codec in stages:
-                buf = decode_bytes(codec, buf, limit)
+                buf = decode_bytes(codec, buf, limit, out)
             if object_codec is not None:
                 return as_objects(object_codec.decode(buf), shape, self.order)
         except ChunkError:
@@ -82,6 +96,10 @@ class V2ChunkCodec:
     def stores_plain_elements(self, dtype: np.dtype) -> bool:
         """Whether a stored chunk is exactly its C-order elements as `dtype` (decoding is a copy)."""
         return self.compressor is None and not self.filters and self.order == "C" and not dtype.hasobject
+
+    def decodes_into(self, dtype: np.dtype) -> bool:
+        return self.compressor is not None and not self.filters and self.order == "C" \
+            and not dtype.hasobject and decodes_into(self.compressor)
 
     def describe(self) -> list[dict[str, Any]]:
         configs = [c.get_config() for c in self.filters]
@@ -98,15 +116,17 @@ class V3ChunkCodec:
     array_bytes: ArrayToBytes
     bytes_codecs: tuple[BytesToBytes, ...]
 
-    def decode(self, data: bytes, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+    def decode(self, data: bytes, shape: tuple[int, ...], dtype: np.dtype, out: np.ndarray | None = None,
+               ) -> np.ndarray:
         representations = [(shape, dtype)]
         for codec in self.array_codecs:
             representations.append(codec.encoded_representation(*representations[-1]))
         encoded_shape, encoded_dtype = representations[-1]
         limit = chunk_output_bound(encoded_shape, encoded_dtype)
         buf: Any = data
+        last = self.bytes_codecs[0] if self.decodes_into(dtype) else None  # decoded last: its output is the chunk
         for codec in reversed(self.bytes_codecs):
-            buf = codec.decode(buf, limit)
+            buf = codec.decode(buf, limit, out if codec is last else None)
         array = self.array_bytes.decode(buf, encoded_shape, encoded_dtype)
         for codec, (rep_shape, rep_dtype) in zip(
             reversed(self.array_codecs), reversed(representations[:-1]), strict=True
@@ -120,6 +140,11 @@ class V3ChunkCodec:
                 or dtype.hasobject:
             return False
         return self.array_bytes.stores_plain_elements(dtype)
+
+    def decodes_into(self, dtype: np.dtype) -> bool:
+        return not self.array_codecs and bool(self.bytes_codecs) and isinstance(self.array_bytes, BytesCodec) \
+            and not dtype.hasobject and self.array_bytes.stores_plain_elements(dtype) \
+            and self.bytes_codecs[0].decodes_into()
 
     def describe(self) -> list[dict[str, Any]]:
         return (

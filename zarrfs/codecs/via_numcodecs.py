@@ -10,7 +10,7 @@ import numpy as np
 from numcodecs.abc import Codec
 
 from ..errors import ChunkError, MetadataError
-from .bounds import decode_bytes
+from .bounds import decode_bytes, decodes_into
 from .registry import check_keys, numcodecs_codec, register, register_prefix
 from .spec import ChunkSpec, view_as_chunk
 
@@ -42,13 +42,16 @@ class NumcodecsBytesCodec:
         params = _blosc_params(config, where) if name == "blosc" else dict(config)
         return cls(numcodecs_codec({"id": name, **params}, where), name, config)
 
-    def decode(self, data: Any, limit: int) -> memoryview:
+    def decode(self, data: Any, limit: int, out: np.ndarray | None = None) -> memoryview | np.ndarray:
         try:
-            return decode_bytes(self.codec, data, limit)
+            return decode_bytes(self.codec, data, limit, out)
         except ChunkError:
             raise
         except Exception as exc:  # numcodecs raises anything from RuntimeError to numpy errors
             raise ChunkError(f"{self.name} cannot decode: {type(exc).__name__}: {exc}") from exc
+
+    def decodes_into(self) -> bool:
+        return decodes_into(self.codec)
 
     def describe(self) -> dict[str, Any]:
         return {"name": self.name, "configuration": self.config}

@@ -10,6 +10,11 @@ in one task, so the loader can fetch adjacent byte ranges in one request;
 each key still has its own future, created under the lock, so a key loads
 once however many threads or batches want it.
 
+The memory of chunks evicted to make room for loads is handed to those
+loads' decodes (`take_spare`, see spare.py). Such spares never exceed the
+bytes reserved by loads in flight, so they are paid for by reservations
+already in the budget.
+
 Readahead loads (`prefetch=True`) get a bounded share of the budget: half
 of what is left beside the bands sequential streams are reading (`claim`)
 and the windows they hold (`hold`); loads beyond it are not started. Chunks
@@ -32,6 +37,7 @@ from typing import Any
 
 from ..errors import ZarrfsError
 from .pool import DEMAND, PREFETCH, PriorityPool, Task
+from .spare import SpareBuffers, reusable
 
 log = logging.getLogger(__name__)
 
@@ -78,8 +84,10 @@ class CacheStats:
     prefetches: int = 0  # misses started by readahead, not by a read
     prefetches_refused: int = 0  # readahead loads not started: the budget had no room for them
     prefetches_unread: int = 0  # chunks readahead loaded that were evicted before any read asked for them
+    spares_reused: int = 0  # decodes written into the memory of an evicted chunk (spare.py)
     cached_bytes: int = 0
     cached_entries: int = 0
+    spare_bytes: int = 0
 
     def as_dict(self) -> dict[str, int]:
         return asdict(self)
@@ -107,6 +115,9 @@ class ChunkCache:
         self._unclaimed: deque[int] = deque()  # as `_released`: given back from finalizers
         self._unread: dict[Hashable, int] = {}
         self._unread_bytes = 0
+        # Readahead reserves a band at a time (64 MiB for 16 chunks of 4 MiB): spares up to
+        # that cover one band's decodes.
+        self._spare = SpareBuffers(min(budget_bytes // 8, 64 << 20))
         self._stats = CacheStats()
 
     # ---------------------------------------------------------------- public
@@ -175,6 +186,17 @@ class ChunkCache:
                     workers.submit(task, DEMAND)
         return values, pending
 
+    def take_spare(self, nbytes: int) -> Any:
+        """Memory of an evicted chunk to decode `nbytes` into (a flat uint8 array), or None.
+
+        The load that takes it had reserved `nbytes`: from here on the reservation covers it.
+        """
+        with self._lock:
+            buffer = self._spare.take(nbytes)
+            if buffer is not None:
+                self._stats.spares_reused += 1
+            return buffer
+
     def hold(self, nbytes: int) -> bool:
         """Take `nbytes` of the budget for memory kept outside the cache (a stream's read window),
         evicting chunks to make room; False, taking nothing, when all such memory would pass half
@@ -223,6 +245,7 @@ class ChunkCache:
     def stats(self) -> CacheStats:
         with self._lock:
             self._stats.cached_entries = len(self._entries)
+            self._stats.spare_bytes = self._spare.nbytes
             return CacheStats(**self._stats.as_dict())
 
     def close(self) -> None:
@@ -231,6 +254,7 @@ class ChunkCache:
             workers, self._workers = self._workers, None
             self._entries.clear()
             self._stats.cached_bytes = 0
+            self._spare.shrink_to(0)
         if workers is not None:
             workers.shutdown()
         with self._lock:
@@ -337,6 +361,7 @@ class ChunkCache:
             self._inflight.pop(key, None)
             self._queued.pop(key, None)
             self._reserved -= size_hint
+            self._spare.shrink_to(self._reserved)
             if failed:
                 self._mark_read(key)  # nothing is kept: no longer readahead's
                 self._stats.load_errors += 1
@@ -370,17 +395,25 @@ class ChunkCache:
             self._claimed -= self._unclaimed.popleft()
 
     def _evict(self) -> None:
+        """Evict until cached, reserved and held bytes fit the budget.
+
+        An evicted chunk's memory becomes a spare for the loads in flight when nothing else
+        refers to it, as long as all spares together stay within what those loads reserved.
+        """
         self._drain_released()
         while self._stats.cached_bytes + self._reserved + self._held > self.budget_bytes and self._entries:
             key = self._surplus_readahead()
             if key is None:
                 key = next(iter(self._entries))  # least recently used
-            _, size = self._entries.pop(key)
+            value, size = self._entries.pop(key)
             self._stats.cached_bytes -= size
             self._stats.evictions += 1
             if key in self._unread:
                 self._mark_read(key)
                 self._stats.prefetches_unread += 1
+            memory = reusable(value)  # `value` must be this frame's only reference (see spare.py)
+            if memory is not None and self._spare.nbytes + memory.nbytes <= self._reserved:
+                self._spare.keep(memory)
 
     def _surplus_readahead(self) -> Hashable | None:
         """The chunk readahead loaded last, while readahead holds more than its share (a stream

@@ -13,6 +13,7 @@ GET. `group(coords)` says which units may share such a call (None: none).
 from __future__ import annotations
 
 import logging
+import math
 import os
 import threading
 from collections.abc import Hashable, Iterator
@@ -22,6 +23,7 @@ from typing import Protocol
 
 import numpy as np
 
+from ..codecs import ChunkCodec
 from ..codecs.sharding import EMPTY, ShardingCodec
 from ..errors import ChunkError, ZarrfsError
 from ..model.grids import ChunkGrid, refine
@@ -74,7 +76,7 @@ def make_source(store: Store, meta: ArrayMeta, cache: ChunkCache, decode_slots: 
     sharding = getattr(meta.codec, "array_bytes", None)
     if isinstance(sharding, ShardingCodec) and not meta.codec.array_codecs and not meta.codec.bytes_codecs:
         return ShardedChunkSource(store, meta, sharding, cache, slots)
-    return PlainChunkSource(store, meta, slots)
+    return PlainChunkSource(store, meta, cache, slots)
 
 
 def _located(store: Store, meta: ArrayMeta, key: str, exc: ZarrfsError) -> ZarrfsError:
@@ -82,6 +84,17 @@ def _located(store: Store, meta: ArrayMeta, key: str, exc: ZarrfsError) -> Zarrf
     located = type(exc)(f"{store.display_name}: array /{meta.path}: chunk {key!r}: {exc}")
     located.__cause__ = exc
     return located
+
+
+def _memory_for(cache: ChunkCache, meta: ArrayMeta, codec: ChunkCodec, shape: tuple[int, ...]) -> np.ndarray | None:
+    """Memory to decode a chunk of `shape` into, when `codec` can decode into memory it is given:
+    an evicted chunk's (spare.py), else new memory of the chunk's own, which can become a spare
+    in turn (memory a codec allocates cannot: it belongs to a bytes object)."""
+    if not codec.decodes_into(meta.dtype):
+        return None
+    nbytes = math.prod(shape) * meta.dtype.itemsize
+    spare = cache.take_spare(nbytes)
+    return spare if spare is not None else np.empty(nbytes, np.uint8)
 
 
 def _checked(chunk: np.ndarray, meta: ArrayMeta, shape: tuple[int, ...]) -> np.ndarray:
@@ -95,9 +108,10 @@ def _checked(chunk: np.ndarray, meta: ArrayMeta, shape: tuple[int, ...]) -> np.n
 class PlainChunkSource:
     """One stored object per chunk."""
 
-    def __init__(self, store: Store, meta: ArrayMeta, decode_slots: DecodeSlots) -> None:
+    def __init__(self, store: Store, meta: ArrayMeta, cache: ChunkCache, decode_slots: DecodeSlots) -> None:
         self.store = store
         self.meta = meta
+        self.cache = cache
         self.decode_slots = decode_slots
         self.read_grid = meta.grid
         # Pre-2.8 zarr NestedDirectoryStore wrote 'i/j' keys without saying so.
@@ -160,8 +174,9 @@ class PlainChunkSource:
             return None
         try:
             shape = self.read_grid.stored_shape(coords)
+            out = _memory_for(self.cache, self.meta, self.meta.codec, shape)
             with self.decode_slots:
-                chunk = self.meta.codec.decode(data, shape, self.meta.dtype)
+                chunk = self.meta.codec.decode(data, shape, self.meta.dtype, out)
             return _checked(chunk, self.meta, shape)
         except ZarrfsError as exc:
             raise _located(self.store, self.meta, key, exc) from exc
@@ -278,8 +293,9 @@ class ShardedChunkSource:
                 raise ChunkError(f"inner chunk [{start}:{start + nbytes}] of the run is beyond the "
                                  f"{len(data)} bytes received (truncated shard or response)")
             piece = data if start == 0 and nbytes == len(data) else data[start:start + nbytes]
+            out = _memory_for(self.cache, self.meta, self.sharding.codec, self.inner_shape)
             with self.decode_slots:
-                chunk = self.sharding.codec.decode(piece, self.inner_shape, self.meta.dtype)
+                chunk = self.sharding.codec.decode(piece, self.inner_shape, self.meta.dtype, out)
             return _checked(chunk, self.meta, self.inner_shape)
         except ZarrfsError as exc:
             return self._error(key, coords, exc)
