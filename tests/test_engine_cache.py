@@ -245,8 +245,9 @@ def test_stream_decodes_into_evicted_chunks_and_never_into_held_ones(big_array: 
     stream = ReadStream()
     half = len(want) // 2
     assert read_sequentially(lambda a, b: reader.read(a, b, stream), half) == want[:half]
-    held = [value.copy() for value, _ in engine.cache._entries.values() if isinstance(value, np.ndarray)]
-    kept_alive = [value for value, _ in engine.cache._entries.values() if isinstance(value, np.ndarray)]
+    with engine.cache._lock:  # readahead may be inserting chunks meanwhile
+        kept_alive = [value for value, _ in engine.cache._entries.values() if isinstance(value, np.ndarray)]
+    held = [value.copy() for value in kept_alive]
     assert kept_alive
     rest = b"".join(reader.read(start, start + PIECE, stream) for start in range(half, len(want), PIECE))
     assert rest == want[half:]

@@ -31,11 +31,24 @@ class BoxPlan:
 
 @dataclass(frozen=True)
 class RowPlan:
-    """A read inside one row of the last axis: the leading index in each chunk it crosses, and per
-    chunk (coords, columns lo:hi of it, where they go in the output)."""
+    """A read of part of one row of the last axis, or of whole consecutive rows, that stays inside
+    one chunk along every other axis: the index in those chunks of its (first) row, how many rows,
+    and per chunk it crosses (coords, its columns lo:hi, where they go in each output row)."""
 
     within: tuple[int, ...]
+    rows: int
     pieces: list[tuple[Coords, int, int, int]]
+
+    def block(self, lo: int, hi: int) -> tuple[int | slice, ...]:
+        """Index of a piece's block in its chunk: a row (an index per leading axis) or rows, columns lo:hi."""
+        if self.rows == 1:
+            return (*self.within, slice(lo, hi))
+        *lead, first = self.within
+        return (*lead, slice(first, first + self.rows), slice(lo, hi))
+
+    def block_slices(self, lo: int, hi: int) -> tuple[slice, ...]:
+        """`block` with every index a slice, the leading axes one long."""
+        return tuple(i if isinstance(i, slice) else slice(i, i + 1) for i in self.block(lo, hi))
 
 
 def element_range(start: int, stop: int, itemsize: int) -> tuple[int, int, int]:
@@ -97,17 +110,22 @@ def plan_elements(grid: ChunkGrid, first: int, last: int) -> list[BoxPlan]:
 
 
 def plan_row(grid: ChunkGrid, first: int, last: int) -> RowPlan | None:
-    """The plan of a non-empty read that stays inside one row of the last axis; None if it does not.
+    """The plan of a non-empty read that is part of one row of the last axis, or whole rows that
+    stay inside one chunk along every other axis; None for any other read.
 
-    Random small reads (a 4 KiB pread) nearly always do: then the elements
-    are slices of at most a few chunk rows, with no box decomposition.
+    Random small reads (a 4 KiB pread) nearly always are the first kind, and
+    a sequential stream's 1 MiB reads of a wide array the second: then the
+    elements are column slices of a few chunks, with no box decomposition.
     """
     if not grid.shape:
         return None
     width = grid.shape[-1]
     row, column = divmod(first, width)
+    rows = 1
     if last - row * width > width:  # crosses into the next row
-        return None
+        if column or last % width or len(grid.shape) < 2:
+            return None
+        rows = (last - first) // width
     lead: list[int] = []
     within: list[int] = []
     for axis in reversed(grid.axes[:-1]):
@@ -117,7 +135,10 @@ def plan_row(grid: ChunkGrid, first: int, last: int) -> RowPlan | None:
         within.append(offset)
     lead.reverse()
     within.reverse()
-    column_stop = column + (last - first)
+    if rows > 1 and (within[-1] + rows > grid.axes[-2].edge(lead[-1])
+                     or grid.axes[-2].start(lead[-1]) + within[-1] + rows > grid.axes[-2].extent):
+        return None  # the rows leave the chunk, or the array's extent along the axis before the last
+    column_stop = column + (last - first) // rows
     columns = grid.axes[-1]
     pieces = []
     c, lo = columns.locate(column)
@@ -126,7 +147,7 @@ def plan_row(grid: ChunkGrid, first: int, last: int) -> RowPlan | None:
         stop = base + columns.edge(c)
         pieces.append(((*lead, c), lo, min(column_stop, stop) - base, base + lo - column))
         c, lo, base = c + 1, 0, stop
-    return RowPlan(tuple(within), pieces)
+    return RowPlan(tuple(within), rows, pieces)
 
 
 def chunks_of_elements(grid: ChunkGrid, first: int, last: int) -> list[Coords]:

@@ -126,12 +126,13 @@ class ArrayReader:
                 targets += [(coords, src, view[dst] if dst else view) for coords, src, dst in box.blocks]
             self._fill_targets(targets)
             return
+        # The common reads (part of a row, or whole rows in one band of chunks): column slices of a
+        # few chunks, copied without building a box and views per block.
+        output = target if row.rows == 1 else target.reshape(row.rows, -1)
         if self._files is not None:
-            rows = tuple(slice(i, i + 1) for i in row.within)
-            self._fill_targets([(coords, (*rows, slice(lo, hi)), target[at:at + hi - lo])
+            self._fill_targets([(coords, row.block_slices(lo, hi), output[..., at:at + hi - lo])
                                 for coords, lo, hi, at in row.pieces])
             return
-        # The common small read: one row of a few chunks, copied without building views per box.
         prefix = self._key_prefix
         keys = [(prefix, piece[0]) for piece in row.pieces]
         values, pending = self.cache.get_many(keys, self._load, size_hint=self.unit_nbytes, batch=self._batch)
@@ -140,9 +141,9 @@ class ArrayReader:
         for (_, lo, hi, at), key in zip(row.pieces, keys, strict=True):
             chunk = values[key]
             if chunk is None:
-                target[at:at + hi - lo] = self.meta.fill_value
+                output[..., at:at + hi - lo] = self.meta.fill_value
             else:
-                copy_block(target[at:at + hi - lo], chunk[row.within][lo:hi])
+                copy_block(output[..., at:at + hi - lo], chunk[row.block(lo, hi)])
 
     def _fill_targets(self, targets: list[Target]) -> None:
         """Copy each block of a chunk into place: read raw from its file when stored plain, else decoded."""
