@@ -218,6 +218,7 @@ class ShardedChunkSource:
         self.read_grid = refine(meta.grid, sharding.chunk_shape, f"array /{meta.path}")
         self.plain_local_files = False
         self._index_key_prefix: Hashable = ("shard-index", new_token())
+        self._fresh_output = sharding.codec.decodes_into(meta.dtype)  # decoding never returns a view of its input
 
     def group(self, coords: Coords) -> Hashable | None:
         return self._shard(coords)
@@ -292,7 +293,11 @@ class ShardedChunkSource:
                 # A short answer: the index points past the shard's end, or the body was cut.
                 raise ChunkError(f"inner chunk [{start}:{start + nbytes}] of the run is beyond the "
                                  f"{len(data)} bytes received (truncated shard or response)")
-            piece = data if start == 0 and nbytes == len(data) else data[start:start + nbytes]
+            piece: bytes | memoryview = data
+            if start or nbytes != len(data):
+                # A view when decoding writes new memory (a compressed chunk); a copy when the chunk
+                # may be a view of its input: it must not keep the whole run's bytes alive.
+                piece = memoryview(data)[start:start + nbytes] if self._fresh_output else data[start:start + nbytes]
             out = _memory_for(self.cache, self.meta, self.sharding.codec, self.inner_shape)
             with self.decode_slots:
                 chunk = self.sharding.codec.decode(piece, self.inner_shape, self.meta.dtype, out)
