@@ -11,9 +11,11 @@ each key still has its own future, created under the lock, so a key loads
 once however many threads or batches want it.
 
 The memory of chunks evicted to make room for loads is handed to those
-loads' decodes (`take_spare`, see spare.py). Such spares never exceed the
-bytes reserved by loads in flight, so they are paid for by reservations
-already in the budget.
+loads' decodes (`take_spare`, see spare.py). Spares never exceed the bytes
+reserved by loads in flight, and are dropped as those loads finish: they
+stand in for memory the loads would otherwise allocate. Only when a load
+allocated its own while a spare of another size waited do both exist at
+once, and spares are capped (an eighth of the budget, at most 64 MiB).
 
 Readahead loads (`prefetch=True`) get a bounded share of the budget: half
 of what is left beside the bands sequential streams are reading (`claim`)
