@@ -74,7 +74,7 @@ def decode_bytes(codec: Codec, data: bytes | memoryview, limit: int,
     declared, exact = _declared_size(codec_id, data)
     if declared is not None and declared > limit:
         raise ChunkError(f"{codec_id} frame declares {declared} bytes, more than the {limit} a chunk may need")
-    if out is not None and exact and declared == out.nbytes and codec_id in _DECODE_INTO:
+    if out is not None and exact and declared == out.nbytes:  # exact: one of _DECODE_INTO's formats
         codec.decode(data, out=out)
         return out
     decoded = codec.decode(data)

@@ -80,7 +80,7 @@ class V2ChunkCodec:
         # An object array's first filter (its object codec) turns bytes into elements: it runs last,
         # unbounded by `decode_bytes` (its input is bounded) and its output is not bytes to view.
         object_codec = stages.pop() if dtype.hasobject else None
-        if not self.decodes_into(dtype):
+        if out is not None and not self.decodes_into(dtype):
             out = None
         try:
             for codec in stages:
@@ -124,7 +124,8 @@ class V3ChunkCodec:
         encoded_shape, encoded_dtype = representations[-1]
         limit = chunk_output_bound(encoded_shape, encoded_dtype)
         buf: Any = data
-        last = self.bytes_codecs[0] if self.decodes_into(dtype) else None  # decoded last: its output is the chunk
+        # Decoded last, its output is the chunk: the one stage that may write into `out`.
+        last = self.bytes_codecs[0] if out is not None and self.decodes_into(dtype) else None
         for codec in reversed(self.bytes_codecs):
             buf = codec.decode(buf, limit, out if codec is last else None)
         array = self.array_bytes.decode(buf, encoded_shape, encoded_dtype)

@@ -413,9 +413,10 @@ class ChunkCache:
             if key in self._unread:
                 self._mark_read(key)
                 self._stats.prefetches_unread += 1
-            memory = reusable(value)  # `value` must be this frame's only reference (see spare.py)
-            if memory is not None and self._spare.nbytes + memory.nbytes <= self._reserved:
-                self._spare.keep(memory)
+            if self._spare.nbytes < self._reserved:  # a load in flight may take it
+                memory = reusable(value)  # `value` must be this frame's only reference (see spare.py)
+                if memory is not None and self._spare.nbytes + memory.nbytes <= self._reserved:
+                    self._spare.keep(memory)
 
     def _surplus_readahead(self) -> Hashable | None:
         """The chunk readahead loaded last, while readahead holds more than its share (a stream

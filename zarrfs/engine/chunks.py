@@ -23,7 +23,6 @@ from typing import Protocol
 
 import numpy as np
 
-from ..codecs import ChunkCodec
 from ..codecs.sharding import EMPTY, ShardingCodec
 from ..errors import ChunkError, ZarrfsError
 from ..model.grids import ChunkGrid, refine
@@ -86,12 +85,10 @@ def _located(store: Store, meta: ArrayMeta, key: str, exc: ZarrfsError) -> Zarrf
     return located
 
 
-def _memory_for(cache: ChunkCache, meta: ArrayMeta, codec: ChunkCodec, shape: tuple[int, ...]) -> np.ndarray | None:
-    """Memory to decode a chunk of `shape` into, when `codec` can decode into memory it is given:
+def _memory_for(cache: ChunkCache, meta: ArrayMeta, shape: tuple[int, ...]) -> np.ndarray:
+    """Memory to decode a chunk of `shape` into, for a codec that decodes into memory it is given:
     an evicted chunk's (spare.py), else new memory of the chunk's own, which can become a spare
     in turn (memory a codec allocates cannot: it belongs to a bytes object)."""
-    if not codec.decodes_into(meta.dtype):
-        return None
     nbytes = math.prod(shape) * meta.dtype.itemsize
     spare = cache.take_spare(nbytes)
     return spare if spare is not None else np.empty(nbytes, np.uint8)
@@ -114,6 +111,7 @@ class PlainChunkSource:
         self.cache = cache
         self.decode_slots = decode_slots
         self.read_grid = meta.grid
+        self._decodes_into = meta.codec.decodes_into(meta.dtype)
         # Pre-2.8 zarr NestedDirectoryStore wrote 'i/j' keys without saying so.
         # None = not known yet: a missing dotted key also tries the nested one,
         # until a chunk is found either way. Loads run on many threads at once,
@@ -174,7 +172,7 @@ class PlainChunkSource:
             return None
         try:
             shape = self.read_grid.stored_shape(coords)
-            out = _memory_for(self.cache, self.meta, self.meta.codec, shape)
+            out = _memory_for(self.cache, self.meta, shape) if self._decodes_into else None
             with self.decode_slots:
                 chunk = self.meta.codec.decode(data, shape, self.meta.dtype, out)
             return _checked(chunk, self.meta, shape)
@@ -218,7 +216,8 @@ class ShardedChunkSource:
         self.read_grid = refine(meta.grid, sharding.chunk_shape, f"array /{meta.path}")
         self.plain_local_files = False
         self._index_key_prefix: Hashable = ("shard-index", new_token())
-        self._fresh_output = sharding.codec.decodes_into(meta.dtype)  # decoding never returns a view of its input
+        # Decodes write into memory given to them, never returning a view of their input.
+        self._decodes_into = sharding.codec.decodes_into(meta.dtype)
 
     def group(self, coords: Coords) -> Hashable | None:
         return self._shard(coords)
@@ -297,8 +296,8 @@ class ShardedChunkSource:
             if start or nbytes != len(data):
                 # A view when decoding writes new memory (a compressed chunk); a copy when the chunk
                 # may be a view of its input: it must not keep the whole run's bytes alive.
-                piece = memoryview(data)[start:start + nbytes] if self._fresh_output else data[start:start + nbytes]
-            out = _memory_for(self.cache, self.meta, self.sharding.codec, self.inner_shape)
+                piece = memoryview(data)[start:start + nbytes] if self._decodes_into else data[start:start + nbytes]
+            out = _memory_for(self.cache, self.meta, self.inner_shape) if self._decodes_into else None
             with self.decode_slots:
                 chunk = self.sharding.codec.decode(piece, self.inner_shape, self.meta.dtype, out)
             return _checked(chunk, self.meta, self.inner_shape)
