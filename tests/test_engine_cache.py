@@ -257,3 +257,24 @@ def test_stream_decodes_into_evicted_chunks_and_never_into_held_ones(big_array: 
     # Every eviction of a chunk nobody holds frees memory a later decode of the stream can take.
     assert stats.spares_reused >= (stats.evictions - len(kept_alive)) // 2 > 0, stats
     assert stats.spare_bytes <= budget
+
+
+@pytest.mark.parametrize("budget", [15 << 19, 12 << 20])  # 7.5 MiB: below the 8 MiB array; 12 MiB: above it
+def test_stream_recycles_passed_bands_only_when_the_array_outgrows_the_budget(
+        budget: int, big_array: Oracle, open_engine: Callable[..., Engine]) -> None:
+    """Over an array larger than the budget, a stream's decodes take the memory of the bands it
+    passed while the cache still has room; over a smaller one, every chunk stays for the next reader."""
+    engine = open_engine(big_array.store, cache_bytes=budget)
+    reader = engine.reader(big_array.node)
+    want = big_array.expected.tobytes()
+    half = len(want) // 2  # 4 MiB and its readahead fit either budget: nothing must be evicted for room
+    stream = ReadStream()
+    assert read_sequentially(lambda a, b: reader.read(a, b, stream), half) == want[:half]
+    stats = engine.cache.stats()
+    if budget < len(want):
+        assert stats.spares_reused > 0 and stats.evictions > 0, stats
+        assert stats.cached_bytes < half, stats  # the passed bands left
+    else:
+        assert stats.spares_reused == stats.evictions == 0, stats
+        assert read_sequentially(reader.read, half) == want[:half]  # a second reader: all cached
+        assert engine.cache.stats().misses == stats.misses

@@ -17,6 +17,12 @@ stand in for memory the loads would otherwise allocate. Only when a load
 allocated its own while a spare of another size waited do both exist at
 once, and spares are capped (an eighth of the budget, at most 64 MiB).
 
+Chunks a sequential stream has passed (`demote`) go first. When the stream's
+array is larger than the budget they go even before the cache is full: a
+C-order pass over it would evict them before any later pass came back, so
+a load takes their memory (`_recycle`) instead of faulting in fresh pages,
+and the daemon's memory stays at what the bands in use need.
+
 Readahead loads (`prefetch=True`) get a bounded share of the budget: half
 of what is left beside the bands sequential streams are reading (`claim`)
 and the windows they hold (`hold`); loads beyond it are not started. Chunks
@@ -120,6 +126,9 @@ class ChunkCache:
         # Readahead reserves a band at a time (64 MiB for 16 chunks of 4 MiB): spares up to
         # that cover one band's decodes.
         self._spare = SpareBuffers(min(budget_bytes // 8, 64 << 20))
+        # Cached chunks a stream has passed whose memory loads take before fresh memory
+        # (`demote(recycle=True)`), oldest first.
+        self._recyclable: dict[Hashable, None] = {}
         self._stats = CacheStats()
 
     # ---------------------------------------------------------------- public
@@ -215,12 +224,15 @@ class ChunkCache:
         """Give back what `hold` took; never blocks (see `_released`)."""
         self._released.append(nbytes)
 
-    def demote(self, keys: Iterable[Hashable]) -> None:
-        """Make these entries (those cached) the next to be evicted: a stream is done with them."""
+    def demote(self, keys: Iterable[Hashable], *, recycle: bool = False) -> None:
+        """Make these entries (those cached) the next to be evicted: a stream is done with them.
+        With `recycle`, the next loads take their memory even while the budget has room."""
         with self._lock:
             for key in keys:
                 if key in self._entries:
                     self._entries.move_to_end(key, last=False)
+                    if recycle:
+                        self._recyclable[key] = None
 
     def claim(self, nbytes: int) -> None:
         """Note that a sequential stream is reading a band of `nbytes` now: chunks the cache must
@@ -257,6 +269,7 @@ class ChunkCache:
             self._entries.clear()
             self._stats.cached_bytes = 0
             self._spare.shrink_to(0)
+            self._recyclable.clear()
         if workers is not None:
             workers.shutdown()
         with self._lock:
@@ -272,6 +285,7 @@ class ChunkCache:
         entry = self._entries.get(key)
         if entry is not None:
             self._entries.move_to_end(key)
+            self._recyclable.pop(key, None)  # read again: in use after all
             self._stats.hits += 1
         return entry
 
@@ -308,6 +322,7 @@ class ChunkCache:
         future = Future()
         self._inflight[key] = future
         self._reserved += size_hint
+        self._recycle()
         self._evict()
         return future, True
 
@@ -383,6 +398,7 @@ class ChunkCache:
         if size > self.budget_bytes:
             self._mark_read(key)
             return
+        self._recyclable.pop(key, None)
         old = self._entries.pop(key, None)
         if old is not None:
             self._stats.cached_bytes -= old[1]
@@ -408,15 +424,37 @@ class ChunkCache:
             if key is None:
                 key = next(iter(self._entries))  # least recently used
             value, size = self._entries.pop(key)
-            self._stats.cached_bytes -= size
-            self._stats.evictions += 1
-            if key in self._unread:
-                self._mark_read(key)
-                self._stats.prefetches_unread += 1
+            self._forget(key, size)
             if self._spare.nbytes < self._reserved:  # a load in flight may take it
                 memory = reusable(value)  # `value` must be this frame's only reference (see spare.py)
                 if memory is not None and self._spare.nbytes + memory.nbytes <= self._reserved:
                     self._spare.keep(memory)
+
+    def _recycle(self) -> None:
+        """Hand the memory of passed chunks (`demote(recycle=True)`) to the loads in flight, up to
+        what they reserved; a passed chunk something still refers to stays cached."""
+        while self._recyclable and self._spare.nbytes < self._reserved:
+            key = next(iter(self._recyclable))
+            del self._recyclable[key]
+            if key not in self._entries:
+                continue
+            value, size = self._entries.pop(key)
+            memory = reusable(value)  # `value` must be this frame's only reference (see spare.py)
+            if memory is None or self._spare.nbytes + memory.nbytes > self._reserved:
+                self._entries[key] = (value, size)
+                self._entries.move_to_end(key, last=False)
+                continue
+            self._forget(key, size)
+            self._spare.keep(memory)
+
+    def _forget(self, key: Hashable, size: int) -> None:
+        """Account for entry `key` of `size` bytes having left the cache."""
+        self._stats.cached_bytes -= size
+        self._stats.evictions += 1
+        self._recyclable.pop(key, None)
+        if key in self._unread:
+            self._mark_read(key)
+            self._stats.prefetches_unread += 1
 
     def _surplus_readahead(self) -> Hashable | None:
         """The chunk readahead loaded last, while readahead holds more than its share (a stream

@@ -54,6 +54,9 @@ class ArrayReader:
         self._key_prefix = ("chunk", self._token)
         # Misses in one shard load together: adjacent inner chunks come in one request.
         self._batch = Batch(lambda key: source.group(key[1]), self._load_many)
+        # A stream over an array larger than the cache would evict the bands it passed before a
+        # later pass could use them: their memory goes straight to the next decodes.
+        self._recycles = self.nbytes > cache.budget_bytes
         # Files read raw get their readahead from the kernel, file by file.
         self.readahead = Readahead(self.meta.path, self.grid, self.meta.grid, self.itemsize, self.nbytes,
                                    cache, enabled=self._files is None, readahead_max=readahead_max)
@@ -85,7 +88,7 @@ class ArrayReader:
                     self.readahead.refused(stream, ahead[taken])
             behind = self.readahead.passed(stream, start)
             if behind:
-                self.cache.demote([(self._key_prefix, c) for c in behind])
+                self.cache.demote([(self._key_prefix, c) for c in behind], recycle=self._recycles)
             window_bytes = self.readahead.window_bytes
             if stream.sequential and size < window_bytes:  # a window pays for small reads
                 data = windowed(stream, start, stop, self.nbytes, window_bytes, self.cache, self._fill_bytes)
