@@ -1,4 +1,4 @@
-"""The build steps pyproject.toml cannot declare: zarrfs's C extension, and a build from a read-only checkout."""
+"""The build steps pyproject.toml cannot declare: zarrfs's C extensions, and a build from a read-only checkout."""
 
 import atexit
 import os
@@ -17,5 +17,7 @@ if not os.access(os.path.dirname(os.path.abspath(__file__)), os.W_OK):
     atexit.register(shutil.rmtree, scratch, ignore_errors=True)
     options = {"egg_info": {"egg_base": scratch}, "build": {"build_base": os.path.join(scratch, "build")}}
 
-setup(ext_modules=[Extension("zarrfs.engine._gather", ["zarrfs/engine/_gather.c"], extra_compile_args=["-O2", "-Wall"])],
+C_FLAGS = ["-O2", "-Wall"]
+setup(ext_modules=[Extension("zarrfs.engine._gather", ["zarrfs/engine/_gather.c"], extra_compile_args=C_FLAGS),
+                   Extension("zarrfs.fuse._threadstate", ["zarrfs/fuse/_threadstate.c"], extra_compile_args=C_FLAGS)],
       options=options)

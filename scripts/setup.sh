@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Set up everything zarrfs needs on a Debian/Ubuntu machine, idempotently:
 #   system packages: fuse3 (libfuse 3 + fusermount3), python3-venv if venv is missing,
-#   gcc and python3-dev if missing (zarrfs builds one small C extension, zarrfs/engine/_gather.c)
+#   gcc and python3-dev if missing (zarrfs builds two small C extensions, zarrfs/engine/_gather.c and zarrfs/fuse/_threadstate.c)
 #   a virtual environment in .venv with zarrfs installed (editable) with its test, remote, geo,
 #   icechunk and references extras
 #   .venv-zp34 with zarr-python 3.4.2 (needs Python >= 3.12): the out-of-process oracle of tests/zp3x.py

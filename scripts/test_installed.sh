@@ -36,7 +36,7 @@ git ls-files -z | xargs -0 cp --parents -t "$work/src"
 pip_quiet() { "$work/venv/bin/python" -m pip install -q "$@" 2>&1 | grep -v "^WARNING: Location" || true; }
 pip_quiet --upgrade pip
 pip_quiet "$work/src"
-"$work/venv/bin/python" -P -c 'import zarrfs.engine._gather' # the installed package has its extension
+"$work/venv/bin/python" -P -c 'import zarrfs.engine._gather, zarrfs.fuse._threadstate' # the installed package has its extensions
 pip_quiet pytest "zarr>=3.1,<3.2"
 chmod -R a+rX "$work"
 chmod 755 "$work"
@@ -69,6 +69,6 @@ if [ "$(id -u)" -eq 0 ]; then
     runuser -u "$USER_NAME" -- env HOME="$work/home" "$PY" -m venv "$work/home/venv"
     runuser -u "$USER_NAME" -- env HOME="$work/home" "$work/home/venv/bin/python" -m pip install -q --no-deps \
         "$work/src" 2>&1 | grep -v "^WARNING: Location" || true
-    runuser -u "$USER_NAME" -- "$work/home/venv/bin/python" -P -c 'import zarrfs.engine._gather'
+    runuser -u "$USER_NAME" -- "$work/home/venv/bin/python" -P -c 'import zarrfs.engine._gather, zarrfs.fuse._threadstate'
     chmod -R u+w "$work/src"
 fi
