@@ -26,6 +26,7 @@ from fsspec.implementations.local import LocalFileSystem
 
 from ..errors import NotZarrError, StoreError
 from ..options import MAX_BACKOFF, StoreOptions
+from .http import HttpReader
 from .icechunk import IcechunkFileSystem, local_repository, open_session_store
 from .references import PROTOCOL, is_reference_source, reference_options
 
@@ -107,8 +108,9 @@ class Store:
     """Read-only access to the keys below `root` on an fsspec file system."""
 
     def __init__(self, fs: fsspec.AbstractFileSystem, root: str, display_name: str,
-                 options: StoreOptions | None = None) -> None:
+                 options: StoreOptions | None = None, http: HttpReader | None = None) -> None:
         self.fs = fs
+        self._http = http  # reads objects in place of fs (see http.py); fs still lists
         # '' is the top of an archive (zip::...), '/' a local file system's root.
         self.root = root if root == "/" else root.rstrip("/")
         self.display_name = display_name
@@ -142,7 +144,11 @@ class Store:
             raise NotZarrError(f"cannot open {redact_url(url)}: {what}: {exc}") from exc
         except (ImportError, TypeError, OSError) as exc:
             raise NotZarrError(f"cannot open {redact_url(url)}: {exc}") from exc
-        return cls(fs, root, redact_url(url), options)
+        # Plain http(s) URLs read their objects with zarrfs's own client (http.py); given storage
+        # options (headers, auth, client arguments) or credentials in the URL, fsspec does it all.
+        plain_http = protocol in ("http", "https") and "::" not in url and not given and "@" not in url
+        http = HttpReader(options.timeout) if plain_http else None
+        return cls(fs, root, redact_url(url), options, http)
 
     @classmethod
     def open_icechunk(cls, source: str, storage_options: dict[str, Any] | None = None,
@@ -178,6 +184,8 @@ class Store:
 
     def _invoke(self, method: str, *args: Any, **kwargs: Any) -> Any:
         """fs.<method>(*args, **kwargs) within the per-request timeout."""
+        if method == "cat_file" and self._http is not None:
+            return self._http.cat_file(*args, **kwargs)  # bounds its own time
         if self._async:
             return sync(self.fs.loop, getattr(self.fs, "_" + method), *args, timeout=self.options.timeout, **kwargs)
         return getattr(self.fs, method)(*args, **kwargs)

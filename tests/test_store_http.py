@@ -1,0 +1,132 @@
+"""zarrfs's own HTTP client (stores/http.py) answers as fsspec's HTTP file system does, and keeps
+its connections: a plain http(s) source reads its objects with it, anything else with fsspec.
+
+Engine- and mount-level behaviour over HTTP (every array, faults, retries, recovery) is in
+test_engine_http.py, test_remote_faults.py and test_remote_http.py, which go through it too.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from remoteutil import BackloggedHTTPServer, RangeHandler
+from zarrfs.errors import StoreError
+from zarrfs.options import StoreOptions
+from zarrfs.stores.store import Store
+
+BODY = bytes(range(256)) * 1000  # 256,000 bytes
+
+
+class KeepAliveHandler(RangeHandler):
+    """HTTP/1.1 with keep-alive, a redirect (/moved/x -> /x), a stalled body (/stall) and a cut one (/cut)."""
+
+    protocol_version = "HTTP/1.1"
+
+    def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+        if self.path.startswith("/moved/"):
+            self.send_response(302)
+            self.send_header("Location", self.path.removeprefix("/moved"))
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+        elif self.path in ("/stall", "/cut"):
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(BODY)))
+            self.end_headers()
+            self.wfile.write(BODY[:1000])
+            self.wfile.flush()
+            if self.path == "/stall":
+                time.sleep(3)
+            self.close_connection = True
+        else:
+            super().do_GET()
+
+
+class CountingServer(BackloggedHTTPServer):
+    def __init__(self, *args: object) -> None:
+        super().__init__(*args)  # type: ignore[arg-type]
+        self.accepted = 0
+        self.open: list[socket.socket] = []
+
+    def process_request(self, request: socket.socket, client_address: object) -> None:  # type: ignore[override]
+        self.accepted += 1
+        self.open.append(request)
+        super().process_request(request, client_address)
+
+    def close_idle(self) -> None:
+        """Close every connection from the server's side, as a server's keep-alive timeout does."""
+        for connection in self.open:
+            try:
+                connection.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+
+@contextmanager
+def server(root: Path) -> Iterator[tuple[str, CountingServer]]:
+    handler = type("Handler", (KeepAliveHandler,), {"counter": __import__("collections").Counter()})
+    httpd = CountingServer(("127.0.0.1", 0), lambda *a: handler(*a, directory=str(root)))
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}", httpd
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+        thread.join(timeout=10)
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[tuple[str, CountingServer]]:
+    (tmp_path / "data").write_bytes(BODY)
+    with server(tmp_path) as (url, httpd):
+        yield url, httpd
+
+
+def test_plain_http_reads_with_zarrfs_client_and_answers_as_fsspec(served: tuple[str, CountingServer]) -> None:
+    url, _ = served
+    ours = Store.open(url)
+    assert ours._http is not None
+    theirs = Store.open(url, {"headers": {"X-Test": "1"}})  # storage options: fsspec does it all
+    assert theirs._http is None
+    for store in (ours, theirs):
+        assert bytes(store.get("data")) == BODY
+        assert bytes(store.get_range("data", 1000, 5000)) == BODY[1000:5000]
+        assert bytes(store.get_range("data", -300, 0)) == BODY[-300:]
+        assert store.get("absent") is None
+        assert store.get_range("absent", 0, 10) is None
+    assert bytes(ours.get("moved/data")) == BODY  # a redirect is followed
+    assert ours.stats.as_dict()["retries"] == 0
+
+
+def test_one_connection_per_thread_survives_the_server_closing_it(served: tuple[str, CountingServer]) -> None:
+    url, httpd = served
+    store = Store.open(url)
+    for start in range(0, 20_000, 1000):
+        assert bytes(store.get_range("data", start, start + 1000)) == BODY[start:start + 1000]
+    assert httpd.accepted == 1  # twenty requests, one keep-alive connection
+    httpd.close_idle()
+    time.sleep(0.1)
+    assert bytes(store.get_range("data", 0, 10)) == BODY[:10]  # reconnects: not a failed try
+    assert httpd.accepted == 2
+    assert store.stats.as_dict()["retries"] == 0
+
+
+@pytest.mark.parametrize("path", ["stall", "cut"])
+def test_a_stalled_or_cut_body_is_an_error_within_the_timeout_never_data(
+        served: tuple[str, CountingServer], path: str) -> None:
+    url, _ = served
+    store = Store.open(url, options=StoreOptions(timeout=0.5, retries=1, retry_backoff=0.01))
+    began = time.monotonic()
+    with pytest.raises(StoreError) as raised:
+        store.get(path)
+    assert time.monotonic() - began < 2 * 0.5 + 0.5
+    assert ("within 0.5 s" in str(raised.value)) == (path == "stall"), raised.value
+    assert store.stats.as_dict()["retries"] == 1
+
