@@ -7,8 +7,10 @@ medians of --repeat runs:
   zarrfs       `dd bs=1M` of the mounted `.raw` (fresh mount: cold daemon cache)
   zarr-python  `z[:]` over fsspec HTTP (fresh process)
   tensorstore  `read()` over its HTTP kvstore (fresh process)
-and, to show the HTTP client's share, fsspec alone fetching every stored object
-32 at a time with nothing decoded (what zarrfs's remote reads are built on).
+and, to show the HTTP client's share, an HTTP client alone fetching every
+stored object 32 at a time with nothing decoded: zarrfs's own (stores/http.py,
+what its plain http(s) reads use) and fsspec's (what zarr-python uses, and
+zarrfs for every other remote source).
 The server counts what each peer asked for: requests, most in flight at once,
 bytes sent (against the store's bytes on disk). CPU seconds of each read: the
 zarrfs daemon's plus dd's, the peer process's (the server's are not counted).
@@ -22,6 +24,7 @@ first touch of fresh memory.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import math
 import os
@@ -43,6 +46,7 @@ from bench_mount import dd_with_cpu, mounted, stats  # noqa: E402
 HERE = Path(__file__).resolve().parent
 NBYTES = math.prod(SHAPE) * 4
 PEERS = ("zarrfs", "zarr-python", "tensorstore")
+FETCH_CLIENTS = ("zarrfs", "fsspec")  # HTTP clients timed alone, nothing decoded
 STATS_PATH = "/__bench_stats__"
 
 
@@ -204,17 +208,25 @@ def run_tensorstore(url: str) -> dict:
             "checksum": float(data[::4096, 0].sum())}
 
 
-def run_fetch_only(url: str) -> dict:
-    """fsspec's HTTP client alone fetching every object of the store, 32 at a time, nothing decoded."""
-    import fsspec
-
+def run_fetch_only(url: str, client: str) -> dict:
+    """An HTTP client alone fetching every object of the store, 32 at a time, nothing decoded."""
     local = ensure_store(url.rstrip("/").rsplit("/", 1)[1].removesuffix(".zarr"))
     urls = [f"{url}/{p.relative_to(local)}" for p in sorted(local.rglob("*")) if p.is_file()]
-    fs = fsspec.filesystem("http")
     start, cpu = time.perf_counter(), time.process_time()
-    fetched = fs.cat(urls, batch_size=32)  # zarrfs's default --max-concurrency
+    if client == "fsspec":
+        import fsspec
+
+        bodies = list(fsspec.filesystem("http").cat(urls, batch_size=32).values())  # zarrfs's default --max-concurrency
+    else:
+        from concurrent.futures import ThreadPoolExecutor
+
+        from zarrfs.stores.http import HttpReader
+
+        reader = HttpReader(timeout=60)
+        with ThreadPoolExecutor(32) as pool:
+            bodies = list(pool.map(reader.cat_file, urls))
     return {"seconds": time.perf_counter() - start, "cpu": time.process_time() - cpu,
-            "bytes": sum(len(body) for body in fetched.values())}
+            "bytes": sum(len(body) for body in bodies)}
 
 
 def measure_process(peer: str, url: str) -> tuple[float, float]:
@@ -256,12 +268,14 @@ def run_store(store: str, server: Server, work: Path, repeat: int, cache_size: s
             seconds[peer].append(took)
             cpu[peer].append(spent)
             seen[peer].append(server.counts())
-    fetch_only = [measure_process("fetch-only", url) for _ in range(repeat)]
+    fetch_only = {client: [measure_process(f"fetch-{client}", url) for _ in range(repeat)]
+                  for client in FETCH_CLIENTS}
     gbps = {p: NBYTES / 1e9 / statistics.median(v) for p, v in seconds.items()}
     med = {p: {k: statistics.median(c[k] for c in seen[p]) for k in ("requests", "max_in_flight", "bytes_sent")}
            for p in PEERS}
     return {"gbps": gbps, "server": med, "stored": stored, "cpu": {p: statistics.median(v) for p, v in cpu.items()},
-            "fetch_only": tuple(statistics.median(run[i] for run in fetch_only) for i in (0, 1)),
+            "fetch_only": {client: tuple(statistics.median(run[i] for run in runs) for i in (0, 1))
+                           for client, runs in fetch_only.items()},
             "zarrfs_max_in_flight": statistics.median(s["max_in_flight"] for s in ours),
             "zarrfs_bytes_fetched": statistics.median(s["bytes_fetched"] for s in ours)}
 
@@ -282,7 +296,8 @@ def main() -> None:
         return
     if args.one:
         peer, url = args.one
-        runs = {"zarr-python": run_zarr_python, "tensorstore": run_tensorstore, "fetch-only": run_fetch_only}
+        runs = {"zarr-python": run_zarr_python, "tensorstore": run_tensorstore,
+                **{f"fetch-{client}": functools.partial(run_fetch_only, client=client) for client in FETCH_CLIENTS}}
         print(json.dumps(runs[peer](url)))
         return
     stores = args.stores.split(",")
@@ -308,8 +323,9 @@ def main() -> None:
                       f"{requests} | {in_flight} | {ratio} | {spent} |", flush=True)
                 print(f"  zarrfs's own counters: max in flight {r['zarrfs_max_in_flight']:.0f}, "
                       f"bytes fetched / stored {r['zarrfs_bytes_fetched'] / r['stored']:.3f}", flush=True)
-                print(f"  fsspec's HTTP client alone, every stored object 32 at a time, nothing decoded: "
-                      f"{r['fetch_only'][0]:.2f} s, {r['fetch_only'][1]:.2f} CPU-s", flush=True)
+                for client, (took, spent) in r["fetch_only"].items():
+                    print(f"  {client}'s HTTP client alone, every stored object 32 at a time, nothing decoded: "
+                          f"{took:.2f} s, {spent:.2f} CPU-s", flush=True)
         finally:
             server.stop()
 

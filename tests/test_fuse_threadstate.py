@@ -13,10 +13,8 @@ import gc
 import subprocess
 import threading
 import weakref
-from pathlib import Path
 
 import pytest
-
 from zarrfs.fuse._threadstate import keep
 
 CALLER = r"""

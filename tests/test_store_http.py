@@ -8,6 +8,7 @@ test_engine_http.py, test_remote_faults.py and test_remote_http.py, which go thr
 from __future__ import annotations
 
 import socket
+import ssl
 import threading
 import time
 from collections.abc import Iterator
@@ -15,8 +16,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-
 from remoteutil import BackloggedHTTPServer, RangeHandler
+
 from zarrfs.errors import StoreError
 from zarrfs.options import StoreOptions
 from zarrfs.stores.store import Store
@@ -130,3 +131,49 @@ def test_a_stalled_or_cut_body_is_an_error_within_the_timeout_never_data(
     assert ("within 0.5 s" in str(raised.value)) == (path == "stall"), raised.value
     assert store.stats.as_dict()["retries"] == 1
 
+
+
+def self_signed_certificate(directory: Path) -> tuple[Path, Path]:
+    """A certificate for 127.0.0.1 and its key (the certificate is its own CA)."""
+    import datetime
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
+    now = datetime.datetime.now(datetime.timezone.utc)
+    certificate = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+                   .serial_number(x509.random_serial_number())
+                   .not_valid_before(now - datetime.timedelta(minutes=5))
+                   .not_valid_after(now + datetime.timedelta(days=1))
+                   .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+                                  critical=False)
+                   .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+                   .sign(key, hashes.SHA256()))
+    cert_path, key_path = directory / "cert.pem", directory / "key.pem"
+    cert_path.write_bytes(certificate.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                           serialization.NoEncryption()))
+    return cert_path, key_path
+
+
+def test_https_verifies_the_server_against_the_trusted_certificates(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "data").write_bytes(BODY)
+    cert, key = self_signed_certificate(tmp_path)
+    with server(tmp_path) as (url, httpd):
+        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        context.load_cert_chain(cert, key)
+        httpd.socket = context.wrap_socket(httpd.socket, server_side=True)
+        https = url.replace("http://", "https://")
+        untrusted = Store.open(https, options=StoreOptions(timeout=5, retries=0))
+        with pytest.raises(StoreError, match="CERTIFICATE_VERIFY_FAILED"):
+            untrusted.get("data")
+        monkeypatch.setenv("SSL_CERT_FILE", str(cert))  # what the system trusts, for this test
+        trusted = Store.open(https)
+        assert trusted._http is not None
+        assert bytes(trusted.get_range("data", 5, 50)) == BODY[5:50]

@@ -23,7 +23,6 @@ wait on the socket gets what is left of them.
 from __future__ import annotations
 
 import http.client
-import socket
 import threading
 import time
 from urllib.parse import quote, urljoin, urlsplit
@@ -166,7 +165,7 @@ def _read_body(connection: http.client.HTTPConnection, response: http.client.HTT
             if not got:
                 raise http.client.IncompleteRead(bytes(view[:0]), len(body) - filled)
             filled += got
-    except socket.timeout as exc:
+    except TimeoutError as exc:
         raise TimeoutError(f"the body stopped arriving ({filled} of {len(body)} bytes)") from exc
     finally:
         view.release()
