@@ -73,9 +73,7 @@ class HttpReader:
         connection, reused = self._connection(parts.scheme, headers["Host"], deadline)
         try:
             try:
-                connection.request("GET", target, headers=headers)
-                _wait_at_most(connection, deadline)
-                response = connection.getresponse()
+                response = _send(connection, target, headers, deadline)
             except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError):
                 if not reused:
                     raise
@@ -83,9 +81,7 @@ class HttpReader:
                 # failure of the request, which goes again on a new connection.
                 self._drop(parts.scheme, connection)
                 connection, _ = self._connection(parts.scheme, headers["Host"], deadline)
-                connection.request("GET", target, headers=headers)
-                _wait_at_most(connection, deadline)
-                response = connection.getresponse()
+                response = _send(connection, target, headers, deadline)
             if response.status in _REDIRECT_STATUS:
                 response.read()
                 return response.getheader("Location") or ""
@@ -95,10 +91,7 @@ class HttpReader:
             if response.status >= 400:
                 response.read()
                 raise OSError(f"HTTP {response.status} {response.reason} for {url}")
-            body = _read_body(connection, response, deadline)
-            if response.will_close:
-                self._drop(parts.scheme, connection)
-            return body
+            return _read_body(connection, response, deadline)  # (http.client closes what will not be kept)
         except FileNotFoundError:
             raise
         except BaseException:
@@ -147,6 +140,13 @@ def _left(deadline: float) -> float:
 def _wait_at_most(connection: http.client.HTTPConnection, deadline: float) -> None:
     if connection.sock is not None:
         connection.sock.settimeout(_left(deadline))
+
+
+def _send(connection: http.client.HTTPConnection, target: str, headers: dict[str, str],
+          deadline: float) -> http.client.HTTPResponse:
+    connection.request("GET", target, headers=headers)
+    _wait_at_most(connection, deadline)
+    return connection.getresponse()
 
 
 def _read_body(connection: http.client.HTTPConnection, response: http.client.HTTPResponse,
