@@ -66,11 +66,12 @@ class HttpReader:
         if parts.scheme not in ("http", "https"):
             raise OSError(f"a redirect to {parts.scheme}: is not followed")
         target = quote(parts.path or "/", safe=_SAFE) + (f"?{parts.query}" if parts.query else "")
-        headers = {"Host": parts.netloc.rpartition("@")[2], "Accept-Encoding": "identity",
-                   "User-Agent": self._user_agent}
+        host = parts.netloc.rpartition("@")[2]  # http.client sends it as the Host header
+        headers = {"Accept-Encoding": "identity", "User-Agent": self._user_agent}
         if byte_range:
             headers["Range"] = byte_range
-        connection, reused = self._connection(parts.scheme, headers["Host"], deadline)
+        key = (parts.scheme, host)
+        connection, reused = self._connection(key, deadline)
         try:
             try:
                 response = _send(connection, target, headers, deadline)
@@ -79,8 +80,8 @@ class HttpReader:
                     raise
                 # The server closed the idle connection before this request reached it: not a
                 # failure of the request, which goes again on a new connection.
-                self._drop(parts.scheme, connection)
-                connection, _ = self._connection(parts.scheme, headers["Host"], deadline)
+                self._drop(key)
+                connection, _ = self._connection(key, deadline)
                 response = _send(connection, target, headers, deadline)
             if response.status in _REDIRECT_STATUS:
                 response.read()
@@ -96,27 +97,27 @@ class HttpReader:
             raise
         except BaseException:
             # A connection that failed half-way has unread bytes or none: never reuse it.
-            self._drop(parts.scheme, connection)
+            self._drop(key)
             raise
 
-    def _connection(self, scheme: str, host: str, deadline: float) -> tuple[http.client.HTTPConnection, bool]:
-        """This thread's connection to `host`, and whether it served an earlier request."""
+    def _connection(self, key: tuple[str, str], deadline: float) -> tuple[http.client.HTTPConnection, bool]:
+        """This thread's connection for (scheme, host), and whether it served an earlier request."""
         pool = self._local.__dict__.setdefault("connections", {})
-        connection = pool.get((scheme, host))
+        connection = pool.get(key)
         reused = connection is not None and connection.sock is not None
         if connection is None:
+            scheme, host = key
             kind = http.client.HTTPSConnection if scheme == "https" else http.client.HTTPConnection
-            connection = pool[(scheme, host)] = kind(host)
+            connection = pool[key] = kind(host)
         connection.timeout = _left(deadline)  # connecting, when it has to (re)connect
         _wait_at_most(connection, deadline)
         return connection, reused
 
-    def _drop(self, scheme: str, connection: http.client.HTTPConnection) -> None:
-        connection.close()
-        pool = self._local.__dict__.get("connections", {})
-        for key, kept in list(pool.items()):
-            if kept is connection:
-                del pool[key]
+    def _drop(self, key: tuple[str, str]) -> None:
+        """Close and forget this thread's connection for (scheme, host)."""
+        connection = self._local.__dict__.get("connections", {}).pop(key, None)
+        if connection is not None:
+            connection.close()
 
 
 def _range(start: int | None, end: int | None) -> str | None:
@@ -163,7 +164,7 @@ def _read_body(connection: http.client.HTTPConnection, response: http.client.HTT
             _wait_at_most(connection, deadline)
             got = response.readinto(view[filled:filled + PIECE])
             if not got:
-                raise http.client.IncompleteRead(bytes(view[:0]), len(body) - filled)
+                raise http.client.IncompleteRead(b"", len(body) - filled)
             filled += got
     except TimeoutError as exc:
         raise TimeoutError(f"the body stopped arriving ({filled} of {len(body)} bytes)") from exc

@@ -18,6 +18,7 @@ import re
 import threading
 import time
 from typing import Any
+from urllib.parse import urlsplit
 
 import fsspec
 from fsspec.asyn import AsyncFileSystem, sync
@@ -146,7 +147,8 @@ class Store:
             raise NotZarrError(f"cannot open {redact_url(url)}: {exc}") from exc
         # Plain http(s) URLs read their objects with zarrfs's own client (http.py); given storage
         # options (headers, auth, client arguments) or credentials in the URL, fsspec does it all.
-        plain_http = protocol in ("http", "https") and "::" not in url and not given and "@" not in url
+        plain_http = (protocol in ("http", "https") and "::" not in url and not given
+                      and "@" not in urlsplit(url).netloc)
         http = HttpReader(options.timeout) if plain_http else None
         return cls(fs, root, redact_url(url), options, http)
 
