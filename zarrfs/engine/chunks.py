@@ -29,6 +29,7 @@ from ..model.grids import ChunkGrid, refine
 from ..model.meta import ArrayMeta
 from ..stores.store import Store
 from .cache import ChunkCache, new_token
+from .fetches import RangeFetches
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +65,7 @@ DecodeSlots = threading.Semaphore | AbstractContextManager
 
 
 def make_source(store: Store, meta: ArrayMeta, cache: ChunkCache, decode_slots: DecodeSlots | None = None,
-                ) -> ChunkSource:
+                fetches: RangeFetches | None = None) -> ChunkSource:
     """The source for `meta`; `decode_slots` bounds decodes running at once across sources.
 
     Remote stores run many loader threads so that many requests wait at once;
@@ -74,7 +75,7 @@ def make_source(store: Store, meta: ArrayMeta, cache: ChunkCache, decode_slots: 
     slots = decode_slots if decode_slots is not None else nullcontext()
     sharding = getattr(meta.codec, "array_bytes", None)
     if isinstance(sharding, ShardingCodec) and not meta.codec.array_codecs and not meta.codec.bytes_codecs:
-        return ShardedChunkSource(store, meta, sharding, cache, slots)
+        return ShardedChunkSource(store, meta, sharding, cache, slots, fetches or RangeFetches(store))
     return PlainChunkSource(store, meta, cache, slots)
 
 
@@ -206,8 +207,9 @@ class ShardedChunkSource:
     """Inner chunks of shards, read by byte range after reading the shard index once."""
 
     def __init__(self, store: Store, meta: ArrayMeta, sharding: ShardingCodec, cache: ChunkCache,
-                 decode_slots: DecodeSlots) -> None:
+                 decode_slots: DecodeSlots, fetches: RangeFetches) -> None:
         self.store = store
+        self.fetches = fetches
         self.meta = meta
         self.decode_slots = decode_slots
         self.sharding = sharding
@@ -267,13 +269,12 @@ class ShardedChunkSource:
                 yield one, None
             else:
                 wanted.append((one, *entry))
-        for run in coalesce(wanted):
-            try:
-                data = self.store.get_range(key, run.start, run.stop)
-                if data is None:
-                    raise ChunkError("shard vanished after its index was read")
-            except ZarrfsError as exc:
-                yield from ((one, self._error(key, one, exc)) for one, _, _ in run.members)
+        runs = coalesce(wanted)
+        for run, data in zip(runs, self.fetches.ranges(key, [(run.start, run.stop) for run in runs]), strict=True):
+            if data is None:
+                data = ChunkError("shard vanished after its index was read")
+            if isinstance(data, ZarrfsError):
+                yield from ((one, self._error(key, one, data)) for one, _, _ in run.members)
                 continue
             for one, offset, nbytes in run.members:
                 yield one, self._decode(key, one, data, offset - run.start, nbytes)

@@ -15,6 +15,7 @@ from ..stores.store import Store
 from .cache import ChunkCache
 from .chunks import make_source
 from .direct import ChunkFiles
+from .fetches import RangeFetches
 from .reader import ArrayReader
 from .vlen import VlenArrays
 
@@ -34,7 +35,8 @@ class Engine:
         # The pool may be larger than `workers` (threads waiting on requests); decoding stays at `workers`.
         self._decode_slots = threading.BoundedSemaphore(self.options.workers)
         self.files = ChunkFiles()
-        self.vlen = VlenArrays(store, self.cache, self._decode_slots, pool_size(self.options, store))
+        self.fetches = RangeFetches(store)
+        self.vlen = VlenArrays(store, self.cache, self._decode_slots, pool_size(self.options, store), self.fetches)
         self._readers: dict[str, ArrayReader] = {}
         self._lock = threading.Lock()
 
@@ -59,7 +61,7 @@ class Engine:
         if found is not None and found.meta is meta:
             return found
         source = self.vlen.source(vlen) if vlen is not None else \
-            make_source(self.store, meta, self.cache, self._decode_slots)
+            make_source(self.store, meta, self.cache, self._decode_slots, self.fetches)
         reader = ArrayReader(source, self.cache,
                              timeout=max(self.options.read_timeout, self.options.store.worst_case_seconds()),
                              files=self.files)
@@ -86,4 +88,5 @@ class Engine:
 
     def close(self) -> None:
         self.cache.close()
+        self.fetches.close()
         self.files.close()

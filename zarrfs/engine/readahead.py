@@ -46,6 +46,14 @@ WINDOW_BYTES = 1 << 20
 # kernel's readahead keeps in flight (the mount sets 4 MiB for local stores).
 PASSED_SLACK = 8 << 20
 
+# Inner chunks this big or bigger are worth a request each: readahead then loads them in
+# quarter windows, not in groups of bands (`Readahead._step`). Group batches keep one batch
+# in flight, each fetched and then decoded; quarter windows overlap the fetches of one band
+# with the decodes of another. Measured on a 4x4-sharded 1 GiB array of 4 MiB inner chunks,
+# over HTTP with 20 ms per request: 0.69-0.77 GB/s in groups, 0.81-0.92 in quarter windows
+# (105 against 273 requests); on local disk about the same either way.
+REQUEST_PER_CHUNK_FROM = 1 << 20
+
 
 @dataclass
 class ReadStream:
@@ -108,9 +116,12 @@ class Readahead:
         bands pair up, four make the whole shard row. Batches end on the last
         group boundary inside the readahead window, so a group leaves at least
         one read window of lookahead. Needs shards and inner chunks of one
-        height each along the first axis (else 0).
+        height each along the first axis (else 0), and inner chunks smaller than
+        REQUEST_PER_CHUNK_FROM (larger ones are worth a request each).
         """
         if not read_grid.shape or read_grid is outer_grid or not read_grid.shape[0]:
+            return 0
+        if math.prod(read_grid.max_stored_shape()) * self.itemsize >= REQUEST_PER_CHUNK_FROM:
             return 0
         shard, inner = outer_grid.axes[0].uniform_edge(), read_grid.axes[0].uniform_edge()
         if shard is None or inner is None or shard == inner:

@@ -47,6 +47,7 @@ from ..model.meta import ArrayMeta
 from ..stores.store import Store
 from .cache import ChunkCache
 from .chunks import ChunkSource, Coords, DecodeSlots, Outcome, make_source
+from .fetches import RangeFetches
 
 # Read units asked of a chunk source at once (a shard's inner chunks then come in one request).
 _BATCH = 256
@@ -118,8 +119,10 @@ def _inside(read_grid: ChunkGrid, coords: Coords) -> tuple[slice, ...]:
 class VlenArrays:
     """The fixed-width form of each variable-length array of one engine, found once."""
 
-    def __init__(self, store: Store, cache: ChunkCache, decode_slots: DecodeSlots, scan_threads: int) -> None:
+    def __init__(self, store: Store, cache: ChunkCache, decode_slots: DecodeSlots, scan_threads: int,
+                 fetches: RangeFetches) -> None:
         self.store = store
+        self.fetches = fetches
         self.cache = cache
         self.decode_slots = decode_slots  # bounds the decodes of every scan and read together
         self.scan_threads = max(1, scan_threads)
@@ -148,13 +151,13 @@ class VlenArrays:
     def source(self, meta: ArrayMeta) -> FixedWidthSource:
         """The chunk source the reader of vlen array `meta` reads (its width found first, if need be)."""
         assert meta.vlen is not None
-        return FixedWidthSource(make_source(self.store, meta, self.cache, self.decode_slots), self.fixed(meta).meta,
+        return FixedWidthSource(make_source(self.store, meta, self.cache, self.decode_slots, self.fetches), self.fixed(meta).meta,
                                 meta.vlen, self.store.display_name)
 
     def objects(self, meta: ArrayMeta) -> np.ndarray:
         """The whole array as an object array of str/bytes, as zarr-python reads it (for `.json` values)."""
         out = np.empty(meta.shape, object)
-        source = make_source(self.store, meta, self.cache, self.decode_slots)
+        source = make_source(self.store, meta, self.cache, self.decode_slots, self.fetches)
         for batch in _batches(source.read_grid, _BATCH):
             for coords, elements in _elements(meta, source, batch):
                 starts, stops = source.read_grid.chunk_box(coords)
@@ -187,7 +190,7 @@ class VlenArrays:
         each request in tens of milliseconds: one at a time, a big array would hold `stat` for minutes).
         At most two batches per thread are in flight, so the decoded chunks held stay bounded."""
         assert meta.vlen is not None
-        source = make_source(self.store, meta, self.cache, self.decode_slots)
+        source = make_source(self.store, meta, self.cache, self.decode_slots, self.fetches)
 
         def longest_in(batch: list[Coords]) -> int:
             most = 0

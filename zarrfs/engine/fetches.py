@@ -1,0 +1,84 @@
+"""Byte ranges of one object fetched side by side, handed out in order.
+
+A load task that needs several ranges of one shard (inner chunks that do not
+sit next to each other) would otherwise wait for each request in turn, and
+decode nothing while it waits. On a network store `RangeFetches` keeps up to
+`AHEAD` of them in flight while the task decodes the ones that have arrived:
+measured over HTTP with 20 ms per request, a band of a 4x4 sharded array came
+in four times as fast (see README, "Remote stores").
+
+Fetches run on their own pool of daemon threads (started on first use, after
+the daemon forks), never on the loaders' pool: a loader waits for them, and
+waiting for a task queued behind itself on its own pool could deadlock.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterator
+from concurrent.futures import Future
+from itertools import islice
+
+from ..errors import StoreError, ZarrfsError
+from ..stores.store import Store
+from .pool import DEMAND, PriorityPool, Task
+
+# Ranges of one load task in flight at once, the one being decoded included: with runs of at
+# most COALESCE_MAX (chunks.py) a task holds at most this many of them.
+AHEAD = 4
+
+Fetched = bytes | None | ZarrfsError
+
+
+class RangeFetches:
+    """Ranges of store objects, several at once on a network store, one after another on a local one."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self._pool = PriorityPool(store.options.max_concurrency, "fetch") if store.remote else None
+
+    def ranges(self, key: str, spans: list[tuple[int, int]]) -> Iterator[Fetched]:
+        """Each span's bytes (None: the object is gone; an error: that span failed), in the order given."""
+        if self._pool is None or len(spans) < 2:
+            yield from (self._fetch(key, start, stop) for start, stop in spans)
+            return
+        waiting: deque[Future] = deque()
+        upcoming = iter(spans)
+        for start, stop in islice(upcoming, AHEAD):
+            waiting.append(self._submit(key, start, stop))
+        while waiting:
+            fetched = self._result(waiting.popleft())
+            for start, stop in islice(upcoming, 1):
+                waiting.append(self._submit(key, start, stop))
+            yield fetched
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown()
+
+    def _result(self, future: Future) -> Fetched:
+        # Each fetch ends within the store's bounds; only a pool shut down under it (the engine
+        # closing) leaves one unrun, and its waiter must not hang.
+        try:
+            return future.result(timeout=self.store.options.worst_case_seconds() + 1)
+        except TimeoutError:
+            return StoreError(f"{self.store.display_name}: a fetch did not run (the mount is closing)")
+
+    def _submit(self, key: str, start: int, stop: int) -> Future:
+        future: Future = Future()
+
+        def run() -> None:
+            try:
+                future.set_result(self._fetch(key, start, stop))
+            except BaseException as exc:  # a bug, not a store failure: still delivered to the waiter
+                future.set_exception(exc)
+
+        assert self._pool is not None
+        self._pool.submit(Task(run), DEMAND)
+        return future
+
+    def _fetch(self, key: str, start: int, stop: int) -> Fetched:
+        try:
+            return self.store.get_range(key, start, stop)
+        except ZarrfsError as exc:
+            return exc
