@@ -9,9 +9,9 @@ from pathlib import Path
 
 import numpy as np
 import zarr
+from remoteutil import RangeHandler, http_server
 from zarr.codecs import ZstdCodec
 
-from remoteutil import RangeHandler, http_server
 from zarrfs.engine.engine import Engine
 from zarrfs.engine.fetches import AHEAD, RangeFetches
 from zarrfs.errors import StoreError

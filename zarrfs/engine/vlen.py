@@ -41,8 +41,8 @@ import numpy as np
 
 from ..codecs.vlen import fixed_width_dtype, longest, to_fixed_width
 from ..errors import ChunkError, TooLargeError, ZarrfsError
-from ..model.limits import VLEN_SIZE_VARIABLE, max_vlen_bytes
 from ..model.grids import ChunkGrid
+from ..model.limits import VLEN_SIZE_VARIABLE, max_vlen_bytes
 from ..model.meta import ArrayMeta
 from ..stores.store import Store
 from .cache import ChunkCache
