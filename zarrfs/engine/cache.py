@@ -197,6 +197,18 @@ class ChunkCache:
                     workers.submit(task, DEMAND)
         return values, pending
 
+    def lookup(self, keys: list[Hashable]) -> list[Any] | None:
+        """The values of `keys` when every one is cached, each counted as `get_many` counts a hit;
+        else None, counting nothing and loading nothing."""
+        with self._lock:
+            entries = self._entries
+            if not all(key in entries for key in keys):
+                return None
+            if self._unread:
+                for key in keys:
+                    self._mark_read(key)
+            return [self._hit(key)[0] for key in keys]  # type: ignore[index]
+
     def take_spare(self, nbytes: int) -> Any:
         """Memory of an evicted chunk to decode `nbytes` into (a flat uint8 array), or None.
 

@@ -57,6 +57,11 @@ class ArrayReader:
         # A stream over an array larger than the cache would evict the bands it passed before a
         # later pass could use them: their memory goes straight to the next decodes.
         self._recycles = self.nbytes > cache.budget_bytes
+        # A read inside one row of cached chunks of a regular grid (most random small reads)
+        # skips the general path's planning: `_read_in_one_row`. (shape, chunk edges), or None.
+        edges = tuple(axis.uniform_edge() for axis in self.grid.axes)
+        self._regular = (self.grid.shape, edges) if self.grid.shape and self._files is None \
+            and all(edge is not None for edge in edges) else None
         # Files read raw get their readahead from the kernel, file by file.
         self.readahead = Readahead(self.meta.path, self.grid, self.meta.grid, self.itemsize, self.nbytes,
                                    cache, enabled=self._files is None, readahead_max=readahead_max)
@@ -95,7 +100,9 @@ class ArrayReader:
                 if data is not None:
                     copy_block(out[:size], data)
                     return size
-        self._fill_bytes(start, stop, out if len(out) == size else out[:size])
+        target = out if len(out) == size else out[:size]
+        if not self._read_in_one_row(start, stop, target):
+            self._fill_bytes(start, stop, target)
         return size
 
     def fill_targets(self, targets: list[Target]) -> None:
@@ -103,6 +110,50 @@ class ArrayReader:
         self._fill_targets(targets)
 
     # -------------------------------------------------------------- internal
+
+    def _read_in_one_row(self, start: int, stop: int, out: np.ndarray) -> bool:
+        """Serve whole elements [start, stop) that lie in one row of the array when every chunk they
+        come from is cached; False for any other read (the general path then plans it and writes
+        all of `out`).
+
+        A random small pread is nearly always such a read (4 KiB, or two pages
+        when it straddles one), and its cost is mostly Python: this path does
+        the arithmetic of a regular grid and one cache lookup, where the
+        general one plans rows and blocks.
+        """
+        regular = self._regular
+        itemsize = self.itemsize
+        if regular is None or start % itemsize or stop % itemsize:
+            return False
+        shape, edges = regular
+        rest, column = divmod(start // itemsize, shape[-1])
+        count = (stop - start) // itemsize
+        if column + count > shape[-1]:
+            return False
+        lead: list[int] = []
+        within: list[int] = []
+        for extent, edge in zip(shape[-2::-1], edges[-2::-1], strict=True):
+            rest, index = divmod(rest, extent)
+            chunk, offset = divmod(index, edge)
+            lead.insert(0, chunk)
+            within.insert(0, offset)
+        edge = edges[-1]
+        first_chunk, lo = divmod(column, edge)
+        last_chunk = (column + count - 1) // edge
+        values = self.cache.lookup([(self._key_prefix, (*lead, c)) for c in range(first_chunk, last_chunk + 1)])
+        if values is None:
+            return False
+        target = out.view(self.meta.dtype)
+        at = 0
+        for value in values:
+            hi = min(edge, lo + count - at)
+            if value is None:
+                target[at:at + hi - lo] = self.meta.fill_value
+            else:
+                copy_block(target[at:at + hi - lo], value[(*within, slice(lo, hi))])
+            at += hi - lo
+            lo = 0
+        return True
 
     def _fill_bytes(self, start: int, stop: int, out: np.ndarray) -> None:
         """Write bytes [start, stop) into `out` (uint8, exactly that long).
