@@ -106,7 +106,8 @@ def test_plain_http_reads_with_zarrfs_client_and_answers_as_fsspec(served: tuple
     assert ours.stats.as_dict()["retries"] == 0
 
 
-def test_one_connection_per_thread_survives_the_server_closing_it(served: tuple[str, CountingServer]) -> None:
+def test_a_keep_alive_connection_is_reused_and_survives_the_server_closing_it(
+        served: tuple[str, CountingServer]) -> None:
     url, httpd = served
     store = Store.open(url)
     for start in range(0, 20_000, 1000):
@@ -117,6 +118,25 @@ def test_one_connection_per_thread_survives_the_server_closing_it(served: tuple[
     assert bytes(store.get_range("data", 0, 10)) == BODY[:10]  # reconnects: not a failed try
     assert httpd.accepted == 2
     assert store.stats.as_dict()["retries"] == 0
+
+
+def test_connections_are_pooled_across_threads_never_more_than_requests_in_flight(
+        served: tuple[str, CountingServer]) -> None:
+    """Threads share idle connections: eight threads, at most two requests at once, two connections."""
+    url, httpd = served
+    store = Store.open(url, options=StoreOptions(max_concurrency=2))
+
+    def reads(first: int) -> None:
+        for start in range(first, 20_000, 8000):
+            assert bytes(store.get_range("data", start, start + 1000)) == BODY[start:start + 1000]
+
+    threads = [threading.Thread(target=reads, args=(i * 1000,)) for i in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert 1 <= httpd.accepted <= 2
+    assert store.stats.as_dict()["max_in_flight"] <= 2
 
 
 @pytest.mark.parametrize("path", ["stall", "cut"])

@@ -4,8 +4,12 @@ fsspec's HTTP file system runs every request on one asyncio thread through
 aiohttp: each GET crosses to that thread and back, and the loop's Python
 (headers, body assembly) is paid on one thread for all requests. Over HTTP
 it was most of what zarrfs spent above reading local chunks. Here each
-thread that reads keeps its own keep-alive connection (http.client, which
-releases the GIL while it waits) and reads a body into one buffer.
+request runs in the thread that asks (http.client, which releases the GIL
+while it waits) on a keep-alive connection taken from a shared pool of idle
+ones, and reads its body into one buffer. A connection goes back to the pool
+only when its answer was read to the end; so there are never more
+connections than requests were in flight at once (`Store` bounds that by
+`max_concurrency`), whichever threads made them.
 
 Only whole and ranged GETs go through here (`Store` uses it for `cat_file`
 on a plain http(s) URL given without storage options); listings, existence
@@ -39,12 +43,13 @@ _SAFE = "/%:@!$&'()*+,;=-._~"
 
 
 class HttpReader:
-    """GETs of whole objects or byte ranges of http(s) URLs, one keep-alive connection per thread."""
+    """GETs of whole objects or byte ranges of http(s) URLs on pooled keep-alive connections."""
 
     def __init__(self, timeout: float) -> None:
         self.timeout = timeout
         self._user_agent = f"zarrfs/{package_version('zarrfs')}"
-        self._local = threading.local()  # per thread: {(scheme, host:port): connection}
+        self._lock = threading.Lock()
+        self._idle: dict[tuple[str, str], list[http.client.HTTPConnection]] = {}  # by (scheme, host:port)
 
     def cat_file(self, url: str, start: int | None = None, end: int | None = None) -> bytes | bytearray:
         """The object at `url`, or bytes [start, end) of it (a negative `start` with no `end`:
@@ -80,44 +85,57 @@ class HttpReader:
                     raise
                 # The server closed the idle connection before this request reached it: not a
                 # failure of the request, which goes again on a new connection.
-                self._drop(key)
-                connection, _ = self._connection(key, deadline)
+                connection.close()
+                connection, _ = self._connection(key, deadline, fresh=True)
                 response = _send(connection, target, headers, deadline)
-            if response.status in _REDIRECT_STATUS:
+            if response.status in _REDIRECT_STATUS or response.status in _MISSING_STATUS \
+                    or response.status >= 400:
                 response.read()
-                return response.getheader("Location") or ""
-            if response.status in _MISSING_STATUS:
-                response.read()
-                raise FileNotFoundError(url)
-            if response.status >= 400:
-                response.read()
-                raise OSError(f"HTTP {response.status} {response.reason} for {url}")
-            return _read_body(connection, response, deadline)  # (http.client closes what will not be kept)
-        except FileNotFoundError:
-            raise
+                answer: bytes | bytearray | str | Exception
+                if response.status in _REDIRECT_STATUS:
+                    answer = response.getheader("Location") or ""
+                elif response.status in _MISSING_STATUS:
+                    answer = FileNotFoundError(url)
+                else:
+                    answer = OSError(f"HTTP {response.status} {response.reason} for {url}")
+            else:
+                answer = _read_body(connection, response, deadline)
         except BaseException:
             # A connection that failed half-way has unread bytes or none: never reuse it.
-            self._drop(key)
+            connection.close()
             raise
+        self._give_back(key, connection, response)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
 
-    def _connection(self, key: tuple[str, str], deadline: float) -> tuple[http.client.HTTPConnection, bool]:
-        """This thread's connection for (scheme, host), and whether it served an earlier request."""
-        pool = self._local.__dict__.setdefault("connections", {})
-        connection = pool.get(key)
-        reused = connection is not None and connection.sock is not None
+    def _connection(self, key: tuple[str, str], deadline: float,
+                    fresh: bool = False) -> tuple[http.client.HTTPConnection, bool]:
+        """An idle connection to (scheme, host) from the pool, else a new one; and whether it served
+        an earlier request. The most recently used idle one: the least likely to have been closed."""
+        connection = None
+        if not fresh:
+            with self._lock:
+                idle = self._idle.get(key)
+                if idle:
+                    connection = idle.pop()
+        reused = connection is not None
         if connection is None:
             scheme, host = key
             kind = http.client.HTTPSConnection if scheme == "https" else http.client.HTTPConnection
-            connection = pool[key] = kind(host)
+            connection = kind(host)
         connection.timeout = _left(deadline)  # connecting, when it has to (re)connect
         _wait_at_most(connection, deadline)
         return connection, reused
 
-    def _drop(self, key: tuple[str, str]) -> None:
-        """Close and forget this thread's connection for (scheme, host)."""
-        connection = self._local.__dict__.get("connections", {}).pop(key, None)
-        if connection is not None:
+    def _give_back(self, key: tuple[str, str], connection: http.client.HTTPConnection,
+                   response: http.client.HTTPResponse) -> None:
+        """Pool a connection whose answer was read to the end, unless the server will close it."""
+        if connection.sock is None or response.will_close:
             connection.close()
+            return
+        with self._lock:
+            self._idle.setdefault(key, []).append(connection)
 
 
 def _range(start: int | None, end: int | None) -> str | None:
