@@ -17,7 +17,7 @@ import math
 import os
 import threading
 from collections.abc import Hashable, Iterator
-from contextlib import AbstractContextManager, nullcontext
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -64,19 +64,19 @@ class ChunkSource(Protocol):
 DecodeSlots = threading.Semaphore | AbstractContextManager
 
 
-def make_source(store: Store, meta: ArrayMeta, cache: ChunkCache, decode_slots: DecodeSlots | None = None,
-                fetches: RangeFetches | None = None) -> ChunkSource:
-    """The source for `meta`; `decode_slots` bounds decodes running at once across sources.
+def make_source(store: Store, meta: ArrayMeta, cache: ChunkCache, decode_slots: DecodeSlots,
+                fetches: RangeFetches) -> ChunkSource:
+    """The source for `meta`; `decode_slots` bounds decodes running at once across sources, and
+    `fetches` (one per store) fetches the ranges of a sharded load side by side.
 
     Remote stores run many loader threads so that many requests wait at once;
     without the bound their decodes would all run at once too, and the chunk
     a reader waits for would share the CPUs with dozens of readahead decodes.
     """
-    slots = decode_slots if decode_slots is not None else nullcontext()
     sharding = getattr(meta.codec, "array_bytes", None)
     if isinstance(sharding, ShardingCodec) and not meta.codec.array_codecs and not meta.codec.bytes_codecs:
-        return ShardedChunkSource(store, meta, sharding, cache, slots, fetches or RangeFetches(store))
-    return PlainChunkSource(store, meta, cache, slots)
+        return ShardedChunkSource(store, meta, sharding, cache, decode_slots, fetches)
+    return PlainChunkSource(store, meta, cache, decode_slots)
 
 
 def _located(store: Store, meta: ArrayMeta, key: str, exc: ZarrfsError) -> ZarrfsError:

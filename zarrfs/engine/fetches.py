@@ -3,9 +3,7 @@
 A load task that needs several ranges of one shard (inner chunks that do not
 sit next to each other) would otherwise wait for each request in turn, and
 decode nothing while it waits. On a network store `RangeFetches` keeps up to
-`AHEAD` of them in flight while the task decodes the ones that have arrived:
-measured over HTTP with 20 ms per request, a band of a 4x4 sharded array came
-in four times as fast (see README, "Remote stores").
+`AHEAD` of them in flight while the task decodes the ones that have arrived.
 
 Fetches run on their own pool of daemon threads (started on first use, after
 the daemon forks), never on the loaders' pool: a loader waits for them, and

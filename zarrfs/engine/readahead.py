@@ -47,11 +47,9 @@ WINDOW_BYTES = 1 << 20
 PASSED_SLACK = 8 << 20
 
 # Inner chunks this big or bigger are worth a request each: readahead then loads them in
-# quarter windows, not in groups of bands (`Readahead._step`). Group batches keep one batch
-# in flight, each fetched and then decoded; quarter windows overlap the fetches of one band
-# with the decodes of another. Measured on a 4x4-sharded 1 GiB array of 4 MiB inner chunks,
-# over HTTP with 20 ms per request: 0.69-0.77 GB/s in groups, 0.81-0.92 in quarter windows
-# (105 against 273 requests); on local disk about the same either way.
+# quarter windows, not in groups of bands (`Readahead._step`). The cache holds room for about
+# one group ahead, so group batches are fetched, then decoded, one at a time; quarter windows
+# overlap the fetches of one band with the decodes of another (README, "Remote stores").
 REQUEST_PER_CHUNK_FROM = 1 << 20
 
 

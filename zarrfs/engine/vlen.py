@@ -151,8 +151,8 @@ class VlenArrays:
     def source(self, meta: ArrayMeta) -> FixedWidthSource:
         """The chunk source the reader of vlen array `meta` reads (its width found first, if need be)."""
         assert meta.vlen is not None
-        return FixedWidthSource(make_source(self.store, meta, self.cache, self.decode_slots, self.fetches), self.fixed(meta).meta,
-                                meta.vlen, self.store.display_name)
+        inner = make_source(self.store, meta, self.cache, self.decode_slots, self.fetches)
+        return FixedWidthSource(inner, self.fixed(meta).meta, meta.vlen, self.store.display_name)
 
     def objects(self, meta: ArrayMeta) -> np.ndarray:
         """The whole array as an object array of str/bytes, as zarr-python reads it (for `.json` values)."""
