@@ -5,9 +5,11 @@ sit next to each other) would otherwise wait for each request in turn, and
 decode nothing while it waits. On a network store `RangeFetches` keeps up to
 `AHEAD` of them in flight while the task decodes the ones that have arrived.
 
-Fetches run on their own pool of daemon threads (started on first use, after
-the daemon forks), never on the loaders' pool: a loader waits for them, and
-waiting for a task queued behind itself on its own pool could deadlock.
+Fetches run on their own small pool of daemon threads (started on first use,
+after the daemon forks), never on the loaders' pool: a loader waits for them,
+and waiting for a task queued behind itself on its own pool could deadlock.
+A span no fetch thread has started when the load needs it, the load fetches
+itself.
 """
 
 from __future__ import annotations
@@ -24,6 +26,10 @@ from .pool import DEMAND, PriorityPool, Task
 # Ranges of one load task in flight at once, the one being decoded included: with runs of at
 # most COALESCE_MAX (chunks.py) a task holds at most this many of them.
 AHEAD = 4
+# Fetch threads per store, as a share of its `max_concurrency`: a load fetches the spans no
+# thread has started itself, so few threads serve many loads, and each thread costs memory
+# (its stack, and a malloc arena of its own).
+THREADS_PER_REQUEST_SLOT = 0.25
 
 Fetched = bytes | None | ZarrfsError
 
@@ -33,21 +39,25 @@ class RangeFetches:
 
     def __init__(self, store: Store) -> None:
         self.store = store
-        self._pool = PriorityPool(store.options.max_concurrency, "fetch") if store.remote else None
+        threads = max(1, int(store.options.max_concurrency * THREADS_PER_REQUEST_SLOT))
+        self._pool = PriorityPool(threads, "fetch") if store.remote else None
 
     def ranges(self, key: str, spans: list[tuple[int, int]]) -> Iterator[Fetched]:
         """Each span's bytes (None: the object is gone; an error: that span failed), in the order given."""
         if self._pool is None or len(spans) < 2:
             yield from (self._fetch(key, start, stop) for start, stop in spans)
             return
-        waiting: deque[Future] = deque()
+        pending: deque[tuple[tuple[int, int], Task, Future]] = deque()
         upcoming = iter(spans)
-        for start, stop in islice(upcoming, AHEAD):
-            waiting.append(self._submit(key, start, stop))
-        while waiting:
-            fetched = self._result(waiting.popleft())
-            for start, stop in islice(upcoming, 1):
-                waiting.append(self._submit(key, start, stop))
+        for span in islice(upcoming, AHEAD):
+            pending.append((span, *self._submit(key, *span)))
+        while pending:
+            span, task, future = pending.popleft()
+            # A span no pool thread has started is fetched here: a pool busy with other loads'
+            # spans delays none of this one's, and the pool can stay small.
+            fetched = self._fetch(key, *span) if task.claim() else self._result(future)
+            for later in islice(upcoming, 1):
+                pending.append((later, *self._submit(key, *later)))
             yield fetched
 
     def close(self) -> None:
@@ -62,7 +72,7 @@ class RangeFetches:
         except TimeoutError:
             return StoreError(f"{self.store.display_name}: a fetch did not run (the mount is closing)")
 
-    def _submit(self, key: str, start: int, stop: int) -> Future:
+    def _submit(self, key: str, start: int, stop: int) -> tuple[Task, Future]:
         future: Future = Future()
 
         def run() -> None:
@@ -71,9 +81,10 @@ class RangeFetches:
             except BaseException as exc:  # a bug, not a store failure: still delivered to the waiter
                 future.set_exception(exc)
 
+        task = Task(run)
         assert self._pool is not None
-        self._pool.submit(Task(run), DEMAND)
-        return future
+        self._pool.submit(task, DEMAND)
+        return task, future
 
     def _fetch(self, key: str, start: int, stop: int) -> Fetched:
         try:
