@@ -106,6 +106,17 @@ def test_plain_http_reads_with_zarrfs_client_and_answers_as_fsspec(served: tuple
     assert ours.stats.as_dict()["retries"] == 0
 
 
+def test_fsspec_is_made_only_for_listings_of_a_plain_http_source(served: tuple[str, CountingServer]) -> None:
+    """Reads go through zarrfs's client; fsspec's HTTP file system (aiohttp, ~9 MiB) waits for a listing."""
+    url, _ = served
+    store = Store.open(url)
+    assert bytes(store.get("data")) == BODY
+    assert store.remote and store.local_path("data") is None
+    assert store._fs is None
+    store.listdir("")  # the test server has no index page: an empty listing, but fsspec made it
+    assert store._fs is not None and "http" in store.fs.protocol
+
+
 def test_a_keep_alive_connection_is_reused_and_survives_the_server_closing_it(
         served: tuple[str, CountingServer]) -> None:
     url, httpd = served

@@ -28,7 +28,7 @@ from .pool import DEMAND, PriorityPool, Task
 AHEAD = 4
 # Fetch threads per store, as a share of its `max_concurrency`: a load fetches the spans no
 # thread has started itself, so few threads serve many loads, and each thread costs memory
-# (its stack, and a malloc arena of its own).
+# (its stack).
 THREADS_PER_REQUEST_SLOT = 0.25
 
 Fetched = bytes | None | ZarrfsError
@@ -47,10 +47,11 @@ class RangeFetches:
         if self._pool is None or len(spans) < 2:
             yield from (self._fetch(key, start, stop) for start, stop in spans)
             return
-        pending: deque[tuple[tuple[int, int], Task, Future]] = deque()
         upcoming = iter(spans)
-        for span in islice(upcoming, AHEAD):
-            pending.append((span, *self._submit(key, *span)))
+        first = next(upcoming)
+        pending: deque[tuple[tuple[int, int], Task, Future]] = deque(
+            (span, *self._submit(key, *span)) for span in islice(upcoming, AHEAD - 1))
+        yield self._fetch(key, *first)
         while pending:
             span, task, future = pending.popleft()
             # A span no pool thread has started is fetched here: a pool busy with other loads'

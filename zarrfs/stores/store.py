@@ -17,6 +17,7 @@ import random
 import re
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -108,9 +109,13 @@ class StoreStats:
 class Store:
     """Read-only access to the keys below `root` on an fsspec file system."""
 
-    def __init__(self, fs: fsspec.AbstractFileSystem, root: str, display_name: str,
-                 options: StoreOptions | None = None, http: HttpReader | None = None) -> None:
-        self.fs = fs
+    def __init__(self, fs: fsspec.AbstractFileSystem | Callable[[], fsspec.AbstractFileSystem], root: str,
+                 display_name: str, options: StoreOptions | None = None, http: HttpReader | None = None) -> None:
+        # `fs` may be a function that makes it: a plain http(s) source reads through `http` and
+        # needs fsspec's file system (aiohttp: ~9 MiB resident) only to list, often never.
+        self._fs = fs if isinstance(fs, fsspec.AbstractFileSystem) else None
+        self._make_fs = None if self._fs is not None else fs
+        self._fs_lock = threading.Lock()
         self._http = http  # reads objects in place of fs (see http.py); fs still lists
         # '' is the top of an archive (zip::...), '/' a local file system's root.
         self.root = root if root == "/" else root.rstrip("/")
@@ -119,8 +124,8 @@ class Store:
         self.stats = StoreStats()
         self._slots = threading.BoundedSemaphore(self.options.max_concurrency)
         # Async backends (HTTP, S3, GCS) run on fsspec's event loop: calling
-        # their coroutines directly lets a timeout cancel the request.
-        self._async = isinstance(fs, AsyncFileSystem) and not fs.asynchronous
+        # their coroutines directly lets a timeout cancel the request. (fsspec's HTTP is one.)
+        self._async = http is not None or (isinstance(self._fs, AsyncFileSystem) and not self._fs.asynchronous)
 
     @classmethod
     def open(cls, url: str, storage_options: dict[str, Any] | None = None,
@@ -135,6 +140,12 @@ class Store:
         if is_reference_source(url, given):
             fs_url, given = reference_options(url, given)
             protocol = PROTOCOL
+        # Plain http(s) URLs read their objects with zarrfs's own client (http.py); given storage
+        # options (headers, auth, client arguments) or credentials in the URL, fsspec does it all.
+        plain_http = (protocol in ("http", "https") and "::" not in url and not given
+                      and "@" not in urlsplit(url).netloc)
+        if plain_http:  # fsspec's root for an http(s) URL is the URL itself; its file system waits
+            return cls(lambda: url_to_fs(fs_url)[0], fs_url, redact_url(url), options, HttpReader(options.timeout))
         try:
             fs, root = url_to_fs(fs_url, **_merged(backend_defaults(protocol, options), given))
         except FileNotFoundError as exc:
@@ -145,12 +156,7 @@ class Store:
             raise NotZarrError(f"cannot open {redact_url(url)}: {what}: {exc}") from exc
         except (ImportError, TypeError, OSError) as exc:
             raise NotZarrError(f"cannot open {redact_url(url)}: {exc}") from exc
-        # Plain http(s) URLs read their objects with zarrfs's own client (http.py); given storage
-        # options (headers, auth, client arguments) or credentials in the URL, fsspec does it all.
-        plain_http = (protocol in ("http", "https") and "::" not in url and not given
-                      and "@" not in urlsplit(url).netloc)
-        http = HttpReader(options.timeout) if plain_http else None
-        return cls(fs, root, redact_url(url), options, http)
+        return cls(fs, root, redact_url(url), options)
 
     @classmethod
     def open_icechunk(cls, source: str, storage_options: dict[str, Any] | None = None,
@@ -160,6 +166,15 @@ class Store:
         session_store = open_session_store(source, storage_options or {}, options.ref)
         name = f"{redact_url(source)}@{options.ref or 'main'}"
         return cls(IcechunkFileSystem(session_store), "", name, options)
+
+    @property
+    def fs(self) -> fsspec.AbstractFileSystem:
+        if self._fs is None:
+            with self._fs_lock:
+                if self._fs is None:
+                    assert self._make_fs is not None
+                    self._fs = self._make_fs()
+        return self._fs
 
     @property
     def remote(self) -> bool:
@@ -177,7 +192,7 @@ class Store:
 
     def local_path(self, key: str) -> str | None:
         """The operating-system path of `key` when the store is a local directory, else None."""
-        return self._path(key) if isinstance(self.fs, LocalFileSystem) else None
+        return self._path(key) if isinstance(self._fs, LocalFileSystem) else None  # (a lazy one is http)
 
     def _path(self, key: str) -> str:
         if not key or not self.root:
