@@ -106,15 +106,26 @@ def test_plain_http_reads_with_zarrfs_client_and_answers_as_fsspec(served: tuple
     assert ours.stats.as_dict()["retries"] == 0
 
 
-def test_fsspec_is_made_only_for_listings_of_a_plain_http_source(served: tuple[str, CountingServer]) -> None:
-    """Reads go through zarrfs's client; fsspec's HTTP file system (aiohttp, ~9 MiB) waits for a listing."""
-    url, _ = served
-    store = Store.open(url)
-    assert bytes(store.get("data")) == BODY
-    assert store.remote and store.local_path("data") is None
-    assert store._fs is None
-    store.listdir("")  # the test server has no index page: an empty listing, but fsspec made it
-    assert store._fs is not None and "http" in store.fs.protocol
+def test_listings_and_existence_come_from_zarrfs_client_as_fsspec_answers_them(tmp_path: Path) -> None:
+    """A plain http(s) source lists index pages and checks existence with zarrfs's client; fsspec's
+    HTTP file system (aiohttp, ~9 MiB) is never made, and the answers are fsspec's."""
+    root = tmp_path / "store.zarr"
+    for path in ("zarr.json", "a/zarr.json", "a/c/0/0", "a/c/0/1", "a/c/1/0", "sub dir/zarr.json"):
+        (root / path).parent.mkdir(parents=True, exist_ok=True)
+        (root / path).write_bytes(b"{}")
+    with server(tmp_path) as (url, _):
+        ours = Store.open(f"{url}/store.zarr")
+        theirs = Store.open(f"{url}/store.zarr", {"headers": {"X-Test": "1"}})  # fsspec does it all
+        for prefix in ("", "a", "a/c", "a/c/0", "sub dir", "absent"):
+            mine, fsspecs = ours.listdir(prefix), theirs.listdir(prefix)
+            assert (sorted(mine[0]), sorted(mine[1])) == (sorted(fsspecs[0]), sorted(fsspecs[1])), prefix
+        assert sorted(ours.listdir("")[0]) == ["a", "sub%20dir"]
+        assert ours.exists() and theirs.exists()
+        assert not Store.open(f"{url}/absent.zarr").exists()
+        assert not Store.open(f"{url}/absent.zarr", {"headers": {"X-Test": "1"}}).exists()
+        assert bytes(ours.get("a/c/0/1")) == b"{}"
+        assert ours.remote and ours.local_path("zarr.json") is None
+        assert ours._fs is None
 
 
 def test_a_keep_alive_connection_is_reused_and_survives_the_server_closing_it(

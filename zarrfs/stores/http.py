@@ -56,17 +56,22 @@ class HttpReader:
         the last -start bytes), as fsspec's `cat_file` answers."""
         if start is not None and start == end:
             return b""
+        return self.page(url, _range(start, end))[0]
+
+    def page(self, url: str, byte_range: str | None = None) -> tuple[bytes | bytearray, str | None]:
+        """The body at `url` (redirects followed) and its media type, if the answer named one."""
         deadline = time.monotonic() + self.timeout
         for _ in range(MAX_REDIRECTS + 1):
-            location = self._get(url, _range(start, end), deadline)
-            if isinstance(location, str):
-                url = urljoin(url, location)
+            answer = self._get(url, byte_range, deadline)
+            if isinstance(answer, str):
+                url = urljoin(url, answer)
                 continue
-            return location
+            return answer
         raise OSError(f"more than {MAX_REDIRECTS} redirects from {url}")
 
-    def _get(self, url: str, byte_range: str | None, deadline: float) -> bytes | bytearray | str:
-        """The body of one GET, or where a redirect points."""
+    def _get(self, url: str, byte_range: str | None, deadline: float,
+             ) -> tuple[bytes | bytearray, str | None] | str:
+        """(the body of one GET, its media type), or where a redirect points."""
         parts = urlsplit(url)
         if parts.scheme not in ("http", "https"):
             raise OSError(f"a redirect to {parts.scheme}: is not followed")
@@ -91,7 +96,7 @@ class HttpReader:
             if response.status in _REDIRECT_STATUS or response.status in _MISSING_STATUS \
                     or response.status >= 400:
                 response.read()
-                answer: bytes | bytearray | str | Exception
+                answer: tuple[bytes | bytearray, str | None] | str | Exception
                 if response.status in _REDIRECT_STATUS:
                     answer = response.getheader("Location") or ""
                 elif response.status in _MISSING_STATUS:
@@ -99,7 +104,9 @@ class HttpReader:
                 else:
                     answer = OSError(f"HTTP {response.status} {response.reason} for {url}")
             else:
-                answer = _read_body(connection, response, deadline)
+                media_type = response.getheader("Content-Type")
+                answer = _read_body(connection, response, deadline), \
+                    media_type.partition(";")[0].strip() if media_type else None
         except BaseException:
             # A connection that failed half-way has unread bytes or none: never reuse it.
             connection.close()

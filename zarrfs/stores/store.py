@@ -28,6 +28,7 @@ from fsspec.implementations.local import LocalFileSystem
 
 from ..errors import NotZarrError, StoreError
 from ..options import MAX_BACKOFF, StoreOptions
+from . import http_listing
 from .http import HttpReader
 from .icechunk import IcechunkFileSystem, local_repository, open_session_store
 from .references import PROTOCOL, is_reference_source, reference_options
@@ -106,17 +107,27 @@ class StoreStats:
                     "max_in_flight": self.max_in_flight}
 
 
+def _http_ls(reader: HttpReader, url: str, detail: bool = True) -> list[dict[str, Any]]:
+    return http_listing.listing(reader, url)  # `listdir` asks for details; they are all there are
+
+
+# What a plain http(s) source does with zarrfs's own client instead of fsspec's file system.
+_HTTP_METHODS: dict[str, Callable[..., Any]] = {
+    "cat_file": HttpReader.cat_file, "ls": _http_ls, "exists": http_listing.exists,
+}
+
+
 class Store:
     """Read-only access to the keys below `root` on an fsspec file system."""
 
     def __init__(self, fs: fsspec.AbstractFileSystem | Callable[[], fsspec.AbstractFileSystem], root: str,
                  display_name: str, options: StoreOptions | None = None, http: HttpReader | None = None) -> None:
-        # `fs` may be a function that makes it: a plain http(s) source reads through `http` and
-        # needs fsspec's file system (aiohttp: ~9 MiB resident) only to list, often never.
+        # `fs` may be a function that makes it: a plain http(s) source reads and lists through
+        # `http` and needs fsspec's file system (aiohttp: ~9 MiB resident) for nothing else.
         self._fs = fs if isinstance(fs, fsspec.AbstractFileSystem) else None
         self._make_fs = None if self._fs is not None else fs
         self._fs_lock = threading.Lock()
-        self._http = http  # reads objects in place of fs (see http.py); fs still lists
+        self._http = http  # reads and lists in place of fs (http.py, http_listing.py)
         # '' is the top of an archive (zip::...), '/' a local file system's root.
         self.root = root if root == "/" else root.rstrip("/")
         self.display_name = display_name
@@ -201,8 +212,8 @@ class Store:
 
     def _invoke(self, method: str, *args: Any, **kwargs: Any) -> Any:
         """fs.<method>(*args, **kwargs) within the per-request timeout."""
-        if method == "cat_file" and self._http is not None:
-            return self._http.cat_file(*args, **kwargs)  # bounds its own time
+        if self._http is not None and method in _HTTP_METHODS:  # each bounds its own time
+            return _HTTP_METHODS[method](self._http, *args, **kwargs)
         if self._async:
             return sync(self.fs.loop, getattr(self.fs, "_" + method), *args, timeout=self.options.timeout, **kwargs)
         return getattr(self.fs, method)(*args, **kwargs)
