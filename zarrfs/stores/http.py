@@ -11,9 +11,9 @@ only when its answer was read to the end; so there are never more
 connections than requests were in flight at once (`Store` bounds that by
 `max_concurrency`), whichever threads made them.
 
-Only whole and ranged GETs go through here (`Store` uses it for `cat_file`
-on a plain http(s) URL given without storage options); listings, existence
-checks and every other backend stay with fsspec.
+Only GETs go through here: `Store` uses it for `cat_file` on a plain http(s)
+URL given without storage options, and http_listing.py for that source's
+listings and existence checks; every other backend stays with fsspec.
 
 Answers mean what they mean for fsspec's HTTP file system, so `Store`'s
 retries treat them alike: 404 and 410 are a missing key
