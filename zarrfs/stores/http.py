@@ -93,8 +93,7 @@ class HttpReader:
                 connection.close()
                 connection, _ = self._connection(key, deadline, fresh=True)
                 response = _send(connection, target, headers, deadline)
-            if response.status in _REDIRECT_STATUS or response.status in _MISSING_STATUS \
-                    or response.status >= 400:
+            if response.status in _REDIRECT_STATUS or response.status >= 400:  # no body to keep
                 response.read()
                 answer: tuple[bytes | bytearray, str | None] | str | Exception
                 if response.status in _REDIRECT_STATUS:
