@@ -19,5 +19,8 @@ if not os.access(os.path.dirname(os.path.abspath(__file__)), os.W_OK):
 
 C_FLAGS = ["-O2", "-Wall"]
 setup(ext_modules=[Extension("zarrfs.engine._gather", ["zarrfs/engine/_gather.c"], extra_compile_args=C_FLAGS),
+                   Extension("zarrfs.engine._cached_reads", ["zarrfs/engine/_cached_reads.c"],
+                             extra_compile_args=C_FLAGS),
+                   Extension("zarrfs.fuse._fast_read", ["zarrfs/fuse/_fast_read.c"], extra_compile_args=C_FLAGS),
                    Extension("zarrfs.fuse._threadstate", ["zarrfs/fuse/_threadstate.c"], extra_compile_args=C_FLAGS)],
       options=options)

@@ -13,6 +13,7 @@ coordinate arrays that georeference a sibling (see `conventions.geo`).
 
 from __future__ import annotations
 
+import functools
 import logging
 import posixpath
 import re
@@ -75,18 +76,31 @@ class Handle:
     direct_io: bool = False
     stream: ReadStream = field(default_factory=ReadStream)  # where this open file reads, for readahead
 
+    def __post_init__(self) -> None:
+        # Made once, not per read: the element region's reader, with this open file's stream.
+        self._read_region: Callable[[int, int, np.ndarray], Any] = _no_region if self.reader is None else \
+            functools.partial(self.reader.read_into, stream=self.stream)
+
     @property
     def size(self) -> int:
         return self.layout.size
 
     def read_into(self, offset: int, out: np.ndarray) -> int:
         """Write up to `len(out)` bytes of the file at `offset` into `out`; return how many."""
-        reader = self.reader
-        if reader is None:
-            return self.layout.read_into(offset, out, _no_region)
-        stream = self.stream
-        return self.layout.read_into(offset, out,
-                                     lambda start, stop, target: reader.read_into(start, stop, target, stream))
+        return self.layout.read_into(offset, out, self._read_region)
+
+    def served_file(self) -> tuple[int, int, int, int, tuple[int, ...], tuple[int, ...]] | None:
+        """`CachedReads.open_file`'s arguments after the handle number (array token, region start
+        and size, item size, shape, chunk edges) when the C path can answer reads of this file:
+        a plain layout, whose element region is exactly its array's C-order bytes. Else None."""
+        if self.reader is None or type(self.layout) is not Layout \
+                or not 0 < self.layout.data_nbytes <= self.reader.nbytes:
+            return None
+        array = self.reader.served_layout()
+        if array is None:
+            return None
+        token, itemsize, shape, edges = array
+        return token, len(self.layout.header), self.layout.data_nbytes, itemsize, shape, edges
 
 
 def _no_region(start: int, stop: int, target: np.ndarray) -> None:

@@ -45,6 +45,7 @@ from typing import Any
 
 from ..errors import ZarrfsError
 from .pool import DEMAND, PREFETCH, PriorityPool, Task
+from .served import ServedChunks
 from .spare import SpareBuffers, reusable
 
 log = logging.getLogger(__name__)
@@ -130,6 +131,9 @@ class ChunkCache:
         # (`demote(recycle=True)`), oldest first.
         self._recyclable: dict[Hashable, None] = {}
         self._stats = CacheStats()
+        # Cached chunks as the C path for small reads sees them (served.py): told of every chunk
+        # that enters or leaves `_entries`, always before its memory can go to another decode.
+        self.served = ServedChunks()
 
     # ---------------------------------------------------------------- public
 
@@ -202,12 +206,17 @@ class ChunkCache:
         else None, counting nothing and loading nothing."""
         with self._lock:
             entries = self._entries
-            if not all(key in entries for key in keys):
+            found = [entries.get(key) for key in keys]
+            if None in found:
                 return None
-            if self._unread:
-                for key in keys:
+            for key in keys:  # `_hit`, inlined: this is every small read's path
+                entries.move_to_end(key)
+                if self._recyclable:
+                    self._recyclable.pop(key, None)
+                if self._unread:
                     self._mark_read(key)
-            return [self._hit(key)[0] for key in keys]  # type: ignore[index]
+            self._stats.hits += len(keys)
+            return [entry[0] for entry in found]  # type: ignore[index]
 
     def take_spare(self, nbytes: int) -> Any:
         """Memory of an evicted chunk to decode `nbytes` into (a flat uint8 array), or None.
@@ -269,16 +278,20 @@ class ChunkCache:
             return self._claimed
 
     def stats(self) -> CacheStats:
+        served_hits = self.served.table.counters()["chunk_hits"]
         with self._lock:
             self._stats.cached_entries = len(self._entries)
             self._stats.spare_bytes = self._spare.nbytes
-            return CacheStats(**self._stats.as_dict())
+            figures = self._stats.as_dict()
+        figures["hits"] += served_hits  # reads the C path answered hit the cache too
+        return CacheStats(**figures)
 
     def close(self) -> None:
         """Stop the pool, fail the loads it never started, and drop every entry."""
         with self._lock:
             workers, self._workers = self._workers, None
             self._entries.clear()
+            self.served.clear()
             self._stats.cached_bytes = 0
             self._spare.shrink_to(0)
             self._recyclable.clear()
@@ -413,8 +426,10 @@ class ChunkCache:
         self._recyclable.pop(key, None)
         old = self._entries.pop(key, None)
         if old is not None:
+            self.served.left(key)
             self._stats.cached_bytes -= old[1]
         self._entries[key] = (value, size)
+        self.served.cached(key, value)
         self._stats.cached_bytes += size
         self._evict()
 
@@ -431,11 +446,17 @@ class ChunkCache:
         refers to it, as long as all spares together stay within what those loads reserved.
         """
         self._drain_released()
+        second_chances = len(self._entries)  # bounded: the C path may touch chunks meanwhile
         while self._stats.cached_bytes + self._reserved + self._held > self.budget_bytes and self._entries:
             key = self._surplus_readahead()
             if key is None:
                 key = next(iter(self._entries))  # least recently used
+                if second_chances and self.served.touched(key):  # the C path read it: recently used
+                    second_chances -= 1
+                    self._entries.move_to_end(key)
+                    continue
             value, size = self._entries.pop(key)
+            self.served.left(key)
             self._forget(key, size)
             if self._spare.nbytes < self._reserved:  # a load in flight may take it
                 memory = reusable(value)  # `value` must be this frame's only reference (see spare.py)
@@ -451,10 +472,12 @@ class ChunkCache:
             if key not in self._entries:
                 continue
             value, size = self._entries.pop(key)
+            self.served.left(key)
             memory = reusable(value)  # `value` must be this frame's only reference (see spare.py)
             if memory is None or self._spare.nbytes + memory.nbytes > self._reserved:
                 self._entries[key] = (value, size)
                 self._entries.move_to_end(key, last=False)
+                self.served.cached(key, value)
                 continue
             self._forget(key, size)
             self._spare.keep(memory)

@@ -34,6 +34,7 @@ from ..errors import ZarrfsError
 from ..model.grids import ChunkGrid
 from .cache import ChunkCache
 from .geometry import Coords, chunks_of_elements, element_range
+from .served import SEQUENTIAL_REACH
 
 log = logging.getLogger(__name__)
 
@@ -133,8 +134,11 @@ class Readahead:
     def track(self, stream: ReadStream, start: int, stop: int) -> list[Coords]:
         """Note a read of [start, stop); the chunks to load ahead of it now (often none)."""
         first_read = stream.next_offset < 0
-        stream.sequential = not first_read and abs(start - stream.next_offset) <= max(4 * (stop - start), 1 << 20)
+        stream.sequential = not first_read and \
+            abs(start - stream.next_offset) <= max(4 * (stop - start), SEQUENTIAL_REACH)
         stream.next_offset = max(stop, stream.next_offset) if stream.sequential else stop
+        if not stream.sequential:
+            stream.band_index = -1  # `passed` starts afresh when the stream turns sequential
         if self.readahead_max <= 0 or not (stream.sequential or first_read):
             stream.window = 0
             stream.band = None
@@ -171,8 +175,7 @@ class Readahead:
         the stream is `passed_slack` beyond it: the kernel's readahead has
         several requests in flight, and they may arrive out of order.
         """
-        if not stream.sequential or not self.grid.shape:  # random reads (every pread) stop here
-            stream.band_index = -1
+        if not stream.sequential or not self.grid.shape:
             return []
         row = max(0, start - self.passed_slack) // self.itemsize // self.row_elements
         band = self.grid.axes[0].locate(min(row, self.grid.shape[0] - 1))[0]

@@ -17,7 +17,7 @@ import numpy as np
 
 from ..errors import StoreTimeoutError
 from ..model.meta import ArrayMeta
-from ._gather import copy_into
+from ._gather import copy_from_chunk, copy_into
 from .cache import Batch, ChunkCache, new_token
 from .chunks import ChunkSource
 from .direct import ChunkFiles
@@ -59,9 +59,17 @@ class ArrayReader:
         self._recycles = self.nbytes > cache.budget_bytes
         # A read inside one row of cached chunks of a regular grid (most random small reads)
         # skips the general path's planning: `_read_in_one_row`. (shape, chunk edges), or None.
+        # (row length, last axis's chunk edge, (extent, chunk edge) of the other axes, last first), or None.
         edges = tuple(axis.uniform_edge() for axis in self.grid.axes)
-        self._regular = (self.grid.shape, edges) if self.grid.shape and self._files is None \
-            and all(edge is not None for edge in edges) else None
+        shape = self.grid.shape
+        self._regular = (shape[-1], edges[-1], tuple(zip(shape[-2::-1], edges[-2::-1], strict=True))) \
+            if shape and self._files is None and all(edge is not None for edge in edges) else None
+        # The same reads of a regular grid, when the file reading them is open in the FUSE front,
+        # are answered in C from the cached chunks first (served.py, `served_layout`).
+        self._served_grid = (shape, edges) if self._regular is not None and all(shape) else None
+        if self._served_grid is not None:
+            cache.served.register_array(self._key_prefix, self._token,
+                                        tuple(axis.count for axis in self.grid.axes), self.meta.dtype)
         # Files read raw get their readahead from the kernel, file by file.
         self.readahead = Readahead(self.meta.path, self.grid, self.meta.grid, self.itemsize, self.nbytes,
                                    cache, enabled=self._files is None, readahead_max=readahead_max)
@@ -91,19 +99,28 @@ class ArrayReader:
                 taken = len(values) + len(pending)  # the cache takes keys in order until it has no room
                 if taken < len(ahead):
                     self.readahead.refused(stream, ahead[taken])
-            behind = self.readahead.passed(stream, start)
-            if behind:
-                self.cache.demote([(self._key_prefix, c) for c in behind], recycle=self._recycles)
-            window_bytes = self.readahead.window_bytes
-            if stream.sequential and size < window_bytes:  # a window pays for small reads
-                data = windowed(stream, start, stop, self.nbytes, window_bytes, self.cache, self._fill_bytes)
-                if data is not None:
-                    copy_block(out[:size], data)
-                    return size
+            if stream.sequential:  # random reads (every pread) skip this
+                behind = self.readahead.passed(stream, start)
+                if behind:
+                    self.cache.demote([(self._key_prefix, c) for c in behind], recycle=self._recycles)
+                window_bytes = self.readahead.window_bytes
+                if size < window_bytes:  # a window pays for small reads
+                    data = windowed(stream, start, stop, self.nbytes, window_bytes, self.cache, self._fill_bytes)
+                    if data is not None:
+                        copy_block(out[:size], data)
+                        return size
         target = out if len(out) == size else out[:size]
         if not self._read_in_one_row(start, stop, target):
             self._fill_bytes(start, stop, target)
         return size
+
+    def served_layout(self) -> tuple[int, int, tuple[int, ...], tuple[int, ...]] | None:
+        """(array token, item size, shape, chunk edges) for `ServedChunks`' files, or None when
+        the C path cannot serve this array (an irregular grid, plain local chunk files)."""
+        if self._served_grid is None:
+            return None
+        shape, edges = self._served_grid
+        return self._token, self.itemsize, shape, edges
 
     def fill_targets(self, targets: list[Target]) -> None:
         """Copy blocks of read units into place, for files not in C order (`engine/tiles.py`)."""
@@ -118,39 +135,42 @@ class ArrayReader:
 
         A random small pread is nearly always such a read (4 KiB, or two pages
         when it straddles one), and its cost is mostly Python: this path does
-        the arithmetic of a regular grid and one cache lookup, where the
-        general one plans rows and blocks.
+        the arithmetic of a regular grid, one cache lookup and one C call per
+        chunk that copies the span out of its buffer, where the general path
+        plans rows and blocks and copies numpy views.
         """
         regular = self._regular
         itemsize = self.itemsize
         if regular is None or start % itemsize or stop % itemsize:
             return False
-        shape, edges = regular
-        rest, column = divmod(start // itemsize, shape[-1])
+        row_length, edge, leading_axes = regular
+        rest, column = divmod(start // itemsize, row_length)
         count = (stop - start) // itemsize
-        if column + count > shape[-1]:
+        if column + count > row_length:
             return False
-        lead: list[int] = []
-        within: list[int] = []
-        for extent, edge in zip(shape[-2::-1], edges[-2::-1], strict=True):
+        # The row's chunk coordinates and its place inside those chunks, along the leading axes.
+        lead: tuple[int, ...] = ()
+        within: tuple[int, ...] = ()
+        for extent, leading_edge in leading_axes:
             rest, index = divmod(rest, extent)
-            chunk, offset = divmod(index, edge)
-            lead.insert(0, chunk)
-            within.insert(0, offset)
-        edge = edges[-1]
+            chunk, offset = divmod(index, leading_edge)
+            lead = (chunk, *lead)
+            within = (offset, *within)
         first_chunk, lo = divmod(column, edge)
         last_chunk = (column + count - 1) // edge
         values = self.cache.lookup([(self._key_prefix, (*lead, c)) for c in range(first_chunk, last_chunk + 1)])
         if values is None:
             return False
-        target = out.view(self.meta.dtype)
-        at = 0
+        dtype = self.meta.dtype
+        at = 0  # elements written
         for value in values:
             hi = min(edge, lo + count - at)
             if value is None:
-                target[at:at + hi - lo] = self.meta.fill_value
-            else:
-                copy_block(target[at:at + hi - lo], value[(*within, slice(lo, hi))])
+                out.view(dtype)[at:at + hi - lo] = self.meta.fill_value
+            elif isinstance(value, np.ndarray) and value.dtype == dtype and value.strides[-1] == itemsize:
+                copy_from_chunk(out, at * itemsize, value, (*within, lo), (hi - lo) * itemsize)
+            else:  # another byte order, or a strided view: numpy's copy converts and walks strides
+                copy_block(out.view(dtype)[at:at + hi - lo], value[(*within, slice(lo, hi))])
             at += hi - lo
             lo = 0
         return True

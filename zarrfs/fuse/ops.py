@@ -24,6 +24,8 @@ import numpy as np
 
 from ..errors import ZarrfsError
 from ..view import DirEntry, Entry, Handle, StatsEntry, VirtualTree
+from ._fast_read import install as install_fast_read
+from ._fast_read import uninstall as uninstall_fast_read
 from ._threadstate import keep as keep_thread_state
 from .service_times import ServiceTimes
 
@@ -79,7 +81,9 @@ class ZarrOperations(mfusepy.Operations):
         self._uid, self._gid = os.getuid(), os.getgid()
         self._mount_time_ns = time.time_ns()
         self._reported: set[str] = set()
-        self.read_times = ServiceTimes()
+        # Open files whose small reads C may answer from cached chunks (`ReplyBufferFUSE`).
+        self.served = tree.engine.cache.served.table
+        self.read_times = ServiceTimes(self.served)
         tree.stats_extras["reads"] = self.read_times.summary  # the daemon's part of read latency
 
     # ------------------------------------------------------------- lifecycle
@@ -164,6 +168,9 @@ class ZarrOperations(mfusepy.Operations):
             handle = next(self._next_handle)
             self._handles[handle] = opened
         fi.fh = handle
+        served = opened.served_file()
+        if served is not None:
+            self.served.open_file(handle, *served)
         if opened.direct_io:
             fi.direct_io = 1
         fi.keep_cache = 0 if fi.direct_io else 1  # immutable: pages cached by an earlier open stay valid
@@ -191,6 +198,7 @@ class ZarrOperations(mfusepy.Operations):
     def release(self, path: str, fi: Any) -> int:
         with self._lock:
             self._handles.pop(fi.fh, None)
+        self.served.close_file(fi.fh)
         return 0
 
     # Every call that would change something is refused.
@@ -199,8 +207,9 @@ class ZarrOperations(mfusepy.Operations):
 
 
 class ReplyBufferFUSE(mfusepy.FUSE):
-    """mfusepy, with reads written straight into libfuse's reply buffer, and the Python thread
-    state of each libfuse thread kept from one request to the next.
+    """mfusepy, with reads written straight into libfuse's reply buffer, the Python thread
+    state of each libfuse thread kept from one request to the next, and reads inside one row of
+    cached chunks answered in C.
 
     mfusepy's own `read` takes the `bytes` an operation returns and memmoves
     them into the buffer libfuse will send: one more 1 MiB copy per request
@@ -211,7 +220,38 @@ class ReplyBufferFUSE(mfusepy.FUSE):
     created and destroyed a Python thread state, ~30 µs of CPU per request
     on this VM (the in-memory file system of bench/memfs_ceiling.py spent
     72 µs of CPU on a random 4 KiB read that way, 41 µs keeping its states).
+
+    The read callback libfuse calls is `_fast_read.c`'s: it asks the engine's
+    C path (engine/_cached_reads.c) first and calls mfusepy's callback, the
+    Python path, for every read that path does not answer. mfusepy fills the
+    operations table and mounts in one call, so the table is changed on its
+    way to `fuse_main_real`.
     """
+
+    def __init__(self, operations: ZarrOperations, *args: Any, **kwargs: Any) -> None:
+        real_main = mfusepy.fuse_main_real
+
+        def main_with_fast_reads(argc: int, argv: Any, ops: Any, ops_size: int, data: Any) -> int:
+            python_read = ops.contents.read  # mfusepy's callback object: C calls it while mounted
+            try:
+                address = install_fast_read(operations.served.serve_capsule(),
+                                            ctypes.cast(python_read, ctypes.c_void_p).value,
+                                            mfusepy.fuse_file_info.fh.offset)
+            except RuntimeError:  # another mount of this process has it: this one keeps the Python path
+                log.info("reads of this mount all take the Python path: another mount in this process "
+                         "answers from cached chunks in C")
+                return real_main(argc, argv, ops, ops_size, data)
+            ops.contents.read = type(python_read)(address)
+            try:
+                return real_main(argc, argv, ops, ops_size, data)
+            finally:
+                uninstall_fast_read()  # libfuse's loop is over: nothing calls the callback any more
+
+        mfusepy.fuse_main_real = main_with_fast_reads
+        try:
+            super().__init__(operations, *args, **kwargs)
+        finally:
+            mfusepy.fuse_main_real = real_main
 
     def _wrapper(self, func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         keep_thread_state()

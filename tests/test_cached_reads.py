@@ -1,0 +1,257 @@
+"""Small reads answered in C from cached chunks (engine/_cached_reads.c, engine/served.py, and
+fuse/_fast_read.c through a real mount), against numpy."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import sys
+import threading
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+import zarr
+from zarr.codecs import BytesCodec, ZstdCodec
+
+from mountutil import mounted
+from zarrfs.engine.engine import Engine
+from zarrfs.engine.served import SEQUENTIAL_REACH
+from zarrfs.options import EngineOptions
+from zarrfs.view import Handle, VirtualTree
+
+SHAPE = (6, 300, 1000)  # 7.2 MB: random reads are mostly over SEQUENTIAL_REACH apart
+CHUNKS = (2, 64, 96)  # partial edge chunks on the last two axes
+ABSENT_ROWS = 64  # rows 0-63 of axis 1 are never written: their chunks are absent (fill value)
+ITEM = 4
+ROW = SHAPE[-1] * ITEM
+FH = 11
+
+
+@pytest.fixture(scope="module")
+def stored(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, np.ndarray]:
+    """A big-endian int32 array whose first rows along axis 1 were never written (fill value 7)."""
+    path = tmp_path_factory.mktemp("served") / "a.zarr"
+    truth = np.arange(np.prod(SHAPE), dtype=">i4").reshape(SHAPE)
+    truth[:, :ABSENT_ROWS, :] = 7
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        array = zarr.create_array(str(path), shape=SHAPE, chunks=CHUNKS, dtype=">i4", fill_value=7,
+                                  serializer=BytesCodec(endian="big"), compressors=[ZstdCodec(level=1)])
+        array[:, ABSENT_ROWS:, :] = truth[:, ABSENT_ROWS:, :]
+    return path, truth
+
+
+def open_npy(engine: Engine) -> tuple[Handle, bytes]:
+    """The array's .npy, registered with the C path as the FUSE front does, read whole by Python
+    (which caches every chunk); and its bytes."""
+    tree = VirtualTree(engine, root_name="a")
+    handle = tree.open("/a.npy")
+    served = handle.served_file()
+    assert served is not None
+    engine.cache.served.table.open_file(FH, *served)
+    whole = np.empty(handle.size, np.uint8)
+    assert handle.read_into(0, whole) == handle.size
+    return handle, whole.tobytes()
+
+
+def serve(engine: Engine, offset: int, size: int) -> bytes | None:
+    out = np.zeros(size, np.uint8)
+    got = engine.cache.served.table.serve_into(FH, out, offset)
+    return None if got < 0 else out[:got].tobytes()
+
+
+def test_random_reads_in_one_row_are_answered_in_c_and_match_numpy(stored: tuple[Path, np.ndarray]) -> None:
+    """C answers exactly the reads it should: in one row, in cached chunks, not continuing the
+    file's last read (by the rule readahead uses); and what it answers is right."""
+    path, truth = stored
+    engine = Engine.open(str(path), options=EngineOptions(cache_bytes=64 << 20))
+    try:
+        handle, npy = open_npy(engine)
+        header = len(handle.layout.header)
+        assert npy[header:] == truth.tobytes()
+        rng = random.Random(3)
+        answered = 0
+        last_end = -1
+        for _ in range(3000):
+            row = rng.randrange(np.prod(SHAPE[:-1]))
+            first = rng.randrange(SHAPE[-1])
+            last = rng.randrange(first + 1, SHAPE[-1] + 1)
+            offset, size = header + row * ROW + first * ITEM, (last - first) * ITEM
+            continues = last_end >= 0 and abs(offset - last_end) <= max(4 * size, SEQUENTIAL_REACH)
+            last_end = max(last_end, offset + size) if continues else offset + size
+            got = serve(engine, offset, size)
+            if continues or row % SHAPE[1] < ABSENT_ROWS:
+                assert got is None, (offset, size)
+            else:
+                assert got == npy[offset:offset + size], (offset, size)
+                answered += 1
+        assert answered > 1000
+        hits = engine.cache.stats().hits
+        assert serve(engine, header + (SHAPE[1] - 1) * ROW, 8) is not None  # one chunk, far from the last read
+        assert engine.cache.stats().hits == hits + 1  # counted as any cache hit
+        assert engine.cache.served.table.counters()["reads"] == answered + 1
+    finally:
+        engine.close()
+
+
+def test_what_c_leaves_to_python(stored: tuple[Path, np.ndarray]) -> None:
+    path, _ = stored
+    engine = Engine.open(str(path), options=EngineOptions(cache_bytes=64 << 20))
+    try:
+        handle, npy = open_npy(engine)
+        header = len(handle.layout.header)
+
+        def at(z: int, y: int, x: int) -> int:  # planes are 1.2 MB: reads on other planes are far apart
+            return header + (z * SHAPE[1] + y) * ROW + x * ITEM
+
+        assert serve(engine, at(0, 100, 0), 16) == npy[at(0, 100, 0):at(0, 100, 4)]
+        assert serve(engine, at(0, 100, 4), 16) is None  # continues the last read: a stream, readahead's
+        assert serve(engine, at(2, 100, 0), 16) is not None  # far away: random again
+        assert serve(engine, at(4, 100, 0) - 8, 16) is None  # crosses the start of a row
+        assert serve(engine, 0, 16) is None  # the .npy header
+        assert serve(engine, at(2, 150, 0) + 2, 8) is None  # not on an element boundary
+        assert serve(engine, len(npy) - 4, 8) is None  # past the end
+        assert serve(engine, at(0, 200, 0), 6) is None  # part of an element
+        assert serve(engine, at(3, 20, 0), 16) is None  # an absent chunk: Python writes the fill value
+        assert serve(engine, at(5, 100, 0), 16) is not None
+        engine.cache.served.table.close_file(FH)
+        assert serve(engine, at(3, 100, 0), 16) is None  # closed
+    finally:
+        engine.close()
+
+
+def test_chunks_leave_c_before_their_memory_is_reused(stored: tuple[Path, np.ndarray]) -> None:
+    """A cache with room for a few chunks, C answering first and Python the rest: every eviction
+    takes the chunk out of C (which lets go of it: test_c_releases_the_chunk_it_held), and every
+    read is right."""
+    path, truth = stored
+    chunk_bytes = int(np.prod(CHUNKS)) * ITEM
+    engine = Engine.open(str(path), options=EngineOptions(cache_bytes=6 * chunk_bytes))
+    try:
+        handle, npy = open_npy(engine)
+        table = engine.cache.served.table
+        assert 0 < table.counters()["chunks"] <= 6
+        rng = random.Random(9)
+        header = len(handle.layout.header)
+        for _ in range(2000):
+            offset = header + rng.randrange(truth.size) * ITEM
+            size = min(ITEM * rng.randint(1, 16), len(npy) - offset)
+            out = np.zeros(size, np.uint8)
+            if table.serve_into(FH, out, offset) < 0:  # as the FUSE front: C first, then Python
+                assert handle.read_into(offset, out) == size
+            assert out.tobytes() == npy[offset:offset + size], (offset, size)
+        assert table.counters()["reads"] > 0
+        assert engine.cache.stats().evictions > 0
+    finally:
+        engine.close()
+    assert engine.cache.served.table.counters()["chunks"] == 0
+
+
+def test_c_releases_the_chunk_it_held() -> None:
+    from zarrfs.engine._cached_reads import CachedReads
+
+    table = CachedReads(1 << 20)
+    chunk = np.arange(12, dtype="<u4").reshape(3, 4)
+    baseline = sys.getrefcount(chunk)
+    table.add_chunk(1, 0, chunk)
+    assert sys.getrefcount(chunk) > baseline
+    assert table.remove_chunk(1, 0) is True
+    assert sys.getrefcount(chunk) == baseline
+    assert table.remove_chunk(1, 0) is False
+    table.add_chunk(1, 0, chunk)
+    table.clear_chunks()
+    assert sys.getrefcount(chunk) == baseline
+
+
+def test_a_chunk_c_read_from_gets_a_second_chance(stored: tuple[Path, np.ndarray]) -> None:
+    path, _ = stored
+    chunk_bytes = int(np.prod(CHUNKS)) * ITEM
+    # Room for four chunks (and half of one: a load reserves its chunk's size while it runs).
+    engine = Engine.open(str(path), options=EngineOptions(cache_bytes=4 * chunk_bytes + chunk_bytes // 2))
+    try:
+        handle = VirtualTree(engine, root_name="a").open("/a.npy")
+        engine.cache.served.table.open_file(FH, *handle.served_file())
+        reader = handle.reader
+        header = len(handle.layout.header)
+
+        def element(z: int, y: int, x: int) -> int:
+            return ((z * SHAPE[1] + y) * SHAPE[2] + x) * ITEM
+
+        # Four chunks, the cache's room, loaded in this order (no stream: no readahead).
+        a, b, c, d = (0, 64, 0), (0, 64, 96), (0, 128, 0), (0, 128, 96)
+        for corner in (a, b, c, d):
+            reader.read(element(*corner), element(*corner) + ITEM)
+        assert serve(engine, header + element(*a), ITEM) is not None  # C reads A, the least recently used
+        reader.read(element(2, 192, 192), element(2, 192, 192) + ITEM)  # a fifth chunk: one must go
+        assert engine.cache.lookup([(reader._key_prefix, (0, 1, 0))]) is not None  # A stayed: C read it
+        assert engine.cache.lookup([(reader._key_prefix, (0, 1, 1))]) is None  # B, untouched, went
+    finally:
+        engine.close()
+
+
+def test_files_c_cannot_answer_are_not_registered(stored: tuple[Path, np.ndarray], tmp_path: Path) -> None:
+    path, _ = stored
+    engine = Engine.open(str(path), options=EngineOptions(cache_bytes=64 << 20))
+    try:
+        tree = VirtualTree(engine, root_name="a")
+        assert tree.open("/a.json").served_file() is None  # metadata alone
+        assert tree.open("/a.raw").served_file() is not None
+    finally:
+        engine.close()
+    plain = tmp_path / "plain.zarr"  # uncompressed local chunks are read from their files
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        zarr.create_array(str(plain), shape=(8, 8), chunks=(4, 4), dtype="<u2", compressors=None)[...] = 1
+    engine = Engine.open(str(plain), options=EngineOptions(cache_bytes=64 << 20))
+    try:
+        assert VirtualTree(engine, root_name="p").open("/p.raw").served_file() is None
+    finally:
+        engine.close()
+
+
+def test_random_preads_through_a_mount_are_answered_in_c_while_the_cache_evicts(tmp_path: Path) -> None:
+    """Four threads of O_DIRECT preads on a mounted array larger than its cache, mostly of a few
+    rows each (whose chunks fit the cache): many are answered in C (the stats file says so),
+    chunks are evicted meanwhile, every byte matches numpy."""
+    store = tmp_path / "m.zarr"
+    truth = np.random.default_rng(4).integers(0, 1 << 30, (64, 256, 200), dtype="<i4")  # 13 MB
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        zarr.create_array(str(store), shape=truth.shape, chunks=(4, 32, 64), dtype="<i4",
+                          compressors=[ZstdCodec(level=1)])[...] = truth
+    raw = truth.tobytes()
+    row_bytes = truth.shape[-1] * 4
+    errors: list[str] = []
+    with mounted(store, tmp_path / "mnt", tmp_path / "log", "--cache-size", "8MiB") as mount:
+        path = mount / "m.raw"
+
+        def preads(seed: int) -> None:
+            rng = random.Random(seed)
+            fd = os.open(path, os.O_RDONLY | os.O_DIRECT)
+            try:
+                hot = [rng.randrange(len(raw) // row_bytes) for _ in range(10)]  # rows read again and again
+                for _ in range(1500):
+                    row = rng.choice(hot) if rng.random() < 0.8 else rng.randrange(len(raw) // row_bytes)
+                    first = rng.randrange(truth.shape[-1])
+                    count = rng.randint(1, truth.shape[-1] - first)
+                    offset = row * row_bytes + first * 4
+                    got = os.pread(fd, count * 4, offset)
+                    if got != raw[offset:offset + count * 4]:
+                        errors.append(f"{offset} {count * 4}")
+            except OSError as exc:
+                errors.append(repr(exc))
+            finally:
+                os.close(fd)
+
+        threads = [threading.Thread(target=preads, args=(seed,)) for seed in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        stats = json.loads((mount / ".zarrfs-stats.json").read_text())
+    assert errors == []
+    assert stats["reads"]["answered_in_c"] > 1000
+    assert stats["cache"]["evictions"] > 0

@@ -1,0 +1,552 @@
+/* Small reads served from cached chunks without Python.
+ *
+ * A random 4 KiB pread of a mounted file costs the daemon ~10 µs of Python
+ * (the ctypes callback, the FUSE operations, the layout, the cache lookup),
+ * a third of the read's latency. Most such reads lie inside one row of the
+ * array, in chunks the cache already holds. `CachedReads` keeps, beside the
+ * cache, what a read of that kind needs: for each open file its layout and
+ * its array's regular chunk grid, for each cached chunk a buffer onto its
+ * elements. `serve` answers a read from those alone, with no GIL, or
+ * answers -1, and the caller takes the ordinary path (`zarrfs/fuse/
+ * _fast_read.c` hands libfuse's read requests to it first).
+ *
+ * The rules it keeps:
+ * - It only reads memory it holds a buffer export of: a chunk is added with
+ *   a reference and a buffer, and removed (both released) by the cache when
+ *   the chunk leaves it, before its memory can be given to another decode.
+ *   One mutex covers the tables and every copy out of them.
+ * - It only answers reads that are not part of a sequential stream, by the
+ *   rule `Readahead.track` uses, so every read that should start or feed
+ *   readahead reaches Python. It sees every read of a file, so its view of
+ *   where the file's reads run is exact; Python's stream state misses the
+ *   random reads answered here, which only delays by one read the moment a
+ *   stream that turns sequential is noticed.
+ * - Anything unusual (a read crossing a row or the element region, a chunk
+ *   not cached or not laid out as expected, too many chunks) is -1.
+ * - Chunks it served are marked touched; the cache gives a touched chunk a
+ *   second chance before evicting it, as if the read had moved it to the
+ *   end of its LRU order.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <string.h>
+#include <time.h>
+
+#define MAX_DIMS 32
+#define MAX_CHUNKS_PER_READ 64
+#define LATENCY_BUCKETS 32
+
+typedef struct Chunk {
+    struct Chunk *next;
+    uint64_t token;
+    int64_t index; /* flat, C order over the chunk grid */
+    Py_buffer view; /* holds the array and its memory while the chunk is here */
+    int touched;
+} Chunk;
+
+typedef struct File {
+    struct File *next;
+    uint64_t fh;
+    uint64_t token;
+    int64_t region_start, region_bytes; /* the element region's bytes in the file */
+    int64_t itemsize;
+    int ndim;
+    int64_t shape[MAX_DIMS], edges[MAX_DIMS], counts[MAX_DIMS];
+    int64_t next_offset; /* -1 before the first read */
+} File;
+
+typedef struct {
+    PyObject_HEAD
+    pthread_mutex_t lock;
+    Chunk **chunks;
+    size_t chunk_buckets, chunk_count;
+    File *files[64];
+    int64_t sequential_bytes; /* reads within max(4 x size, this) of the last one are sequential */
+    /* Counters, under the lock. */
+    uint64_t served, chunk_hits, latency[LATENCY_BUCKETS];
+} CachedReads;
+
+/* What `zarrfs/fuse/_fast_read.c` calls, from the capsule `serve_capsule()` returns. */
+typedef struct {
+    long (*serve)(void *table, uint64_t fh, char *out, size_t size, int64_t offset);
+    void *table;
+} ServeEntry;
+
+static size_t chunk_slot(const CachedReads *self, uint64_t token, int64_t index) {
+    uint64_t h = token * 0x9E3779B97F4A7C15ULL ^ (uint64_t)index * 0xC2B2AE3D27D4EB4FULL;
+    return (size_t)(h ^ (h >> 29)) & (self->chunk_buckets - 1);
+}
+
+static Chunk *find_chunk(const CachedReads *self, uint64_t token, int64_t index) {
+    for (Chunk *c = self->chunks[chunk_slot(self, token, index)]; c != NULL; c = c->next)
+        if (c->token == token && c->index == index)
+            return c;
+    return NULL;
+}
+
+static File *find_file(const CachedReads *self, uint64_t fh) {
+    for (File *f = self->files[fh & 63]; f != NULL; f = f->next)
+        if (f->fh == fh)
+            return f;
+    return NULL;
+}
+
+static int grow_chunks(CachedReads *self) {
+    size_t buckets = self->chunk_buckets * 2;
+    Chunk **table = PyMem_RawCalloc(buckets, sizeof(Chunk *));
+    if (table == NULL)
+        return -1;
+    Chunk **old = self->chunks;
+    size_t old_buckets = self->chunk_buckets;
+    self->chunks = table;
+    self->chunk_buckets = buckets;
+    for (size_t i = 0; i < old_buckets; i++) {
+        for (Chunk *c = old[i], *next; c != NULL; c = next) {
+            next = c->next;
+            size_t slot = chunk_slot(self, c->token, c->index);
+            c->next = table[slot];
+            table[slot] = c;
+        }
+    }
+    PyMem_RawFree(old);
+    return 0;
+}
+
+/* Unlink a chunk; the caller releases its buffer (with the GIL, outside the lock is fine). */
+static Chunk *unlink_chunk(CachedReads *self, uint64_t token, int64_t index) {
+    Chunk **link = &self->chunks[chunk_slot(self, token, index)];
+    for (; *link != NULL; link = &(*link)->next) {
+        Chunk *c = *link;
+        if (c->token == token && c->index == index) {
+            *link = c->next;
+            self->chunk_count--;
+            return c;
+        }
+    }
+    return NULL;
+}
+
+static int64_t now_ns(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+static int bit_length(uint64_t v) {
+    return v == 0 ? 0 : 64 - __builtin_clzll(v);
+}
+
+/* Whether a read of [offset, offset + size) continues the file's reads (and note it), as
+ * `Readahead.track` decides for its stream. */
+static int continues_stream(const CachedReads *self, File *f, int64_t offset, int64_t size) {
+    int64_t stop = offset + size;
+    int64_t reach = 4 * size > self->sequential_bytes ? 4 * size : self->sequential_bytes;
+    int sequential = f->next_offset >= 0 && llabs(offset - f->next_offset) <= reach;
+    f->next_offset = sequential && f->next_offset > stop ? f->next_offset : stop;
+    return sequential;
+}
+
+/* Copy [offset, offset + size) of file `fh` into `out` if every byte comes from cached chunks of
+ * one row of its array; the bytes copied, or -1 (nothing was written). */
+static long serve(void *table, uint64_t fh, char *out, size_t size, int64_t offset) {
+    CachedReads *self = table;
+    int64_t began = now_ns();
+    long answer = -1;
+    pthread_mutex_lock(&self->lock);
+    File *f = find_file(self, fh);
+    if (f == NULL || size == 0 || continues_stream(self, f, offset, (int64_t)size))
+        goto done;
+    int64_t start = offset - f->region_start;
+    if (start < 0 || start + (int64_t)size > f->region_bytes || start % f->itemsize || size % f->itemsize)
+        goto done;
+    int last = f->ndim - 1;
+    int64_t element = start / f->itemsize, count = (int64_t)size / f->itemsize;
+    int64_t row = element / f->shape[last], column = element % f->shape[last];
+    if (column + count > f->shape[last])
+        goto done;
+    int64_t within[MAX_DIMS], lead = 0, place = 1;
+    for (int axis = last - 1; axis >= 0; axis--) {
+        int64_t at = row % f->shape[axis];
+        row /= f->shape[axis];
+        within[axis] = at % f->edges[axis];
+        lead += at / f->edges[axis] * place;
+        place *= f->counts[axis];
+    }
+    if (row != 0) /* past the array's last row */
+        goto done;
+    int64_t first = column / f->edges[last], final = (column + count - 1) / f->edges[last];
+    if (final - first + 1 > MAX_CHUNKS_PER_READ)
+        goto done;
+    Chunk *found[MAX_CHUNKS_PER_READ];
+    const char *from[MAX_CHUNKS_PER_READ];
+    int64_t lo = column % f->edges[last], left = count;
+    for (int64_t c = first; c <= final; c++) {
+        Chunk *chunk = find_chunk(self, f->token, lead * f->counts[last] + c);
+        int64_t n = f->edges[last] - lo < left ? f->edges[last] - lo : left;
+        if (chunk == NULL || chunk->view.ndim != f->ndim || chunk->view.itemsize != f->itemsize)
+            goto done;
+        const Py_buffer *v = &chunk->view;
+        if (lo + n > v->shape[last] || (v->strides[last] != f->itemsize && n > 1))
+            goto done;
+        Py_ssize_t at = lo * v->strides[last];
+        for (int axis = 0; axis < last; axis++) {
+            if (within[axis] >= v->shape[axis])
+                goto done;
+            at += within[axis] * v->strides[axis];
+        }
+        found[c - first] = chunk;
+        from[c - first] = (const char *)v->buf + at;
+        left -= n;
+        lo = 0;
+    }
+    lo = column % f->edges[last];
+    left = count;
+    char *to = out;
+    for (int64_t c = first; c <= final; c++) {
+        int64_t n = f->edges[last] - lo < left ? f->edges[last] - lo : left;
+        memcpy(to, from[c - first], (size_t)(n * f->itemsize));
+        found[c - first]->touched = 1;
+        to += n * f->itemsize;
+        left -= n;
+        lo = 0;
+    }
+    self->chunk_hits += (uint64_t)(final - first + 1);
+    self->served++;
+    int64_t micros = (now_ns() - began) / 1000;
+    int bucket = bit_length((uint64_t)(micros > 0 ? micros : 0));
+    self->latency[bucket < LATENCY_BUCKETS ? bucket : LATENCY_BUCKETS - 1]++;
+    answer = (long)size;
+done:
+    pthread_mutex_unlock(&self->lock);
+    return answer;
+}
+
+/* ------------------------------------------------------------------ Python */
+
+static int parse_key(PyObject *args, unsigned long long *token, long long *index) {
+    return PyArg_ParseTuple(args, "KL", token, index);
+}
+
+static PyObject *add_chunk(CachedReads *self, PyObject *args) {
+    unsigned long long token;
+    long long index;
+    PyObject *array;
+    if (!PyArg_ParseTuple(args, "KLO:add_chunk", &token, &index, &array))
+        return NULL;
+    Chunk *chunk = PyMem_RawCalloc(1, sizeof(Chunk));
+    if (chunk == NULL)
+        return PyErr_NoMemory();
+    if (PyObject_GetBuffer(array, &chunk->view, PyBUF_STRIDES) < 0) {
+        PyMem_RawFree(chunk);
+        return NULL;
+    }
+    if (chunk->view.ndim < 1 || chunk->view.ndim > MAX_DIMS) {
+        PyBuffer_Release(&chunk->view);
+        PyMem_RawFree(chunk);
+        PyErr_SetString(PyExc_ValueError, "add_chunk: a chunk has 1 to 32 dimensions");
+        return NULL;
+    }
+    chunk->token = token;
+    chunk->index = index;
+    pthread_mutex_lock(&self->lock);
+    Chunk *old = unlink_chunk(self, token, index);
+    if (self->chunk_count >= self->chunk_buckets && grow_chunks(self) < 0) {
+        pthread_mutex_unlock(&self->lock);
+        if (old != NULL) {
+            PyBuffer_Release(&old->view);
+            PyMem_RawFree(old);
+        }
+        PyBuffer_Release(&chunk->view);
+        PyMem_RawFree(chunk);
+        return PyErr_NoMemory();
+    }
+    size_t slot = chunk_slot(self, token, index);
+    chunk->next = self->chunks[slot];
+    self->chunks[slot] = chunk;
+    self->chunk_count++;
+    pthread_mutex_unlock(&self->lock);
+    if (old != NULL) {
+        PyBuffer_Release(&old->view);
+        PyMem_RawFree(old);
+    }
+    Py_RETURN_NONE;
+}
+
+static PyObject *remove_chunk(CachedReads *self, PyObject *args) {
+    unsigned long long token;
+    long long index;
+    if (!parse_key(args, &token, &index))
+        return NULL;
+    pthread_mutex_lock(&self->lock);
+    Chunk *chunk = unlink_chunk(self, token, index);
+    pthread_mutex_unlock(&self->lock);
+    if (chunk == NULL)
+        Py_RETURN_FALSE;
+    PyBuffer_Release(&chunk->view);
+    PyMem_RawFree(chunk);
+    Py_RETURN_TRUE;
+}
+
+static PyObject *take_touched(CachedReads *self, PyObject *args) {
+    unsigned long long token;
+    long long index;
+    if (!parse_key(args, &token, &index))
+        return NULL;
+    pthread_mutex_lock(&self->lock);
+    Chunk *chunk = find_chunk(self, token, index);
+    int touched = chunk != NULL && chunk->touched;
+    if (touched)
+        chunk->touched = 0;
+    pthread_mutex_unlock(&self->lock);
+    return PyBool_FromLong(touched);
+}
+
+static void drop_all_chunks(CachedReads *self) {
+    for (;;) {
+        pthread_mutex_lock(&self->lock);
+        Chunk *chunk = NULL;
+        for (size_t i = 0; i < self->chunk_buckets && chunk == NULL; i++) {
+            if (self->chunks[i] != NULL) {
+                chunk = self->chunks[i];
+                self->chunks[i] = chunk->next;
+                self->chunk_count--;
+            }
+        }
+        pthread_mutex_unlock(&self->lock);
+        if (chunk == NULL)
+            return;
+        PyBuffer_Release(&chunk->view);
+        PyMem_RawFree(chunk);
+    }
+}
+
+static PyObject *clear_chunks(CachedReads *self, PyObject *unused) {
+    drop_all_chunks(self);
+    Py_RETURN_NONE;
+}
+
+static int read_dims(PyObject *seq, int64_t *into, int ndim, const char *what) {
+    PyObject *items = PySequence_Fast(seq, what);
+    if (items == NULL)
+        return -1;
+    int ok = PySequence_Fast_GET_SIZE(items) == ndim;
+    for (int i = 0; ok && i < ndim; i++) {
+        into[i] = PyLong_AsLongLong(PySequence_Fast_GET_ITEM(items, i));
+        ok = into[i] > 0;
+    }
+    Py_DECREF(items);
+    if (!ok && !PyErr_Occurred())
+        PyErr_Format(PyExc_ValueError, "open_file: %s must be %d positive ints", what, ndim);
+    return ok ? 0 : -1;
+}
+
+static PyObject *open_file(CachedReads *self, PyObject *args) {
+    unsigned long long fh, token;
+    long long region_start, region_bytes, itemsize;
+    PyObject *shape, *edges;
+    if (!PyArg_ParseTuple(args, "KKLLLOO:open_file", &fh, &token, &region_start, &region_bytes, &itemsize,
+                          &shape, &edges))
+        return NULL;
+    Py_ssize_t ndim = PySequence_Size(shape);
+    if (ndim < 0)
+        return NULL;
+    if (ndim < 1 || ndim > MAX_DIMS || region_start < 0 || region_bytes < 0 || itemsize < 1) {
+        PyErr_SetString(PyExc_ValueError, "open_file: 1 to 32 dimensions, a region and an item size");
+        return NULL;
+    }
+    File *f = PyMem_RawCalloc(1, sizeof(File));
+    if (f == NULL)
+        return PyErr_NoMemory();
+    f->fh = fh;
+    f->token = token;
+    f->region_start = region_start;
+    f->region_bytes = region_bytes;
+    f->itemsize = itemsize;
+    f->ndim = (int)ndim;
+    f->next_offset = -1;
+    if (read_dims(shape, f->shape, f->ndim, "shape") < 0 || read_dims(edges, f->edges, f->ndim, "edges") < 0) {
+        PyMem_RawFree(f);
+        return NULL;
+    }
+    for (int axis = 0; axis < f->ndim; axis++)
+        f->counts[axis] = (f->shape[axis] + f->edges[axis] - 1) / f->edges[axis];
+    pthread_mutex_lock(&self->lock);
+    File **link = &self->files[fh & 63];
+    File *old = NULL;
+    for (; *link != NULL; link = &(*link)->next) {
+        if ((*link)->fh == fh) {
+            old = *link;
+            *link = old->next;
+            break;
+        }
+    }
+    f->next = self->files[fh & 63];
+    self->files[fh & 63] = f;
+    pthread_mutex_unlock(&self->lock);
+    PyMem_RawFree(old);
+    Py_RETURN_NONE;
+}
+
+static PyObject *close_file(CachedReads *self, PyObject *args) {
+    unsigned long long fh;
+    if (!PyArg_ParseTuple(args, "K:close_file", &fh))
+        return NULL;
+    pthread_mutex_lock(&self->lock);
+    File *gone = NULL;
+    for (File **link = &self->files[fh & 63]; *link != NULL; link = &(*link)->next) {
+        if ((*link)->fh == fh) {
+            gone = *link;
+            *link = gone->next;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&self->lock);
+    PyMem_RawFree(gone);
+    Py_RETURN_NONE;
+}
+
+static PyObject *serve_into(CachedReads *self, PyObject *args) {
+    unsigned long long fh;
+    long long offset;
+    PyObject *target;
+    if (!PyArg_ParseTuple(args, "KOL:serve_into", &fh, &target, &offset))
+        return NULL;
+    Py_buffer out;
+    if (PyObject_GetBuffer(target, &out, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0)
+        return NULL;
+    long n;
+    Py_BEGIN_ALLOW_THREADS
+    n = serve(self, fh, out.buf, (size_t)out.len, offset);
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&out);
+    return PyLong_FromLong(n);
+}
+
+static PyObject *counters(CachedReads *self, PyObject *unused) {
+    pthread_mutex_lock(&self->lock);
+    uint64_t served = self->served, hits = self->chunk_hits, latency[LATENCY_BUCKETS];
+    memcpy(latency, self->latency, sizeof latency);
+    size_t chunks = self->chunk_count;
+    pthread_mutex_unlock(&self->lock);
+    PyObject *buckets = PyList_New(LATENCY_BUCKETS);
+    if (buckets == NULL)
+        return NULL;
+    for (int i = 0; i < LATENCY_BUCKETS; i++)
+        PyList_SET_ITEM(buckets, i, PyLong_FromUnsignedLongLong(latency[i]));
+    return Py_BuildValue("{sKsKsnsN}", "reads", (unsigned long long)served, "chunk_hits",
+                         (unsigned long long)hits, "chunks", (Py_ssize_t)chunks, "latency_buckets", buckets);
+}
+
+static void free_serve_entry(PyObject *capsule) {
+    ServeEntry *entry = PyCapsule_GetPointer(capsule, "zarrfs.engine._cached_reads.serve");
+    if (entry == NULL)
+        return;
+    Py_DECREF((PyObject *)entry->table);
+    PyMem_RawFree(entry);
+}
+
+static PyObject *serve_capsule(CachedReads *self, PyObject *unused) {
+    ServeEntry *entry = PyMem_RawMalloc(sizeof(ServeEntry));
+    if (entry == NULL)
+        return PyErr_NoMemory();
+    entry->serve = serve;
+    entry->table = self;
+    PyObject *capsule = PyCapsule_New(entry, "zarrfs.engine._cached_reads.serve", free_serve_entry);
+    if (capsule == NULL) {
+        PyMem_RawFree(entry);
+        return NULL;
+    }
+    Py_INCREF(self); /* the capsule keeps the tables alive for as long as C may call `serve` */
+    return capsule;
+}
+
+static int cached_reads_init(CachedReads *self, PyObject *args, PyObject *kwargs) {
+    static char *names[] = {"sequential_bytes", NULL};
+    long long sequential_bytes;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "L:CachedReads", names, &sequential_bytes))
+        return -1;
+    if (self->chunks != NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "CachedReads is initialised once");
+        return -1;
+    }
+    self->chunks = PyMem_RawCalloc(1024, sizeof(Chunk *));
+    if (self->chunks == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    self->chunk_buckets = 1024;
+    self->sequential_bytes = sequential_bytes;
+    pthread_mutex_init(&self->lock, NULL);
+    return 0;
+}
+
+static void cached_reads_dealloc(CachedReads *self) {
+    if (self->chunks != NULL) {
+        drop_all_chunks(self);
+        PyMem_RawFree(self->chunks);
+        for (int i = 0; i < 64; i++) {
+            for (File *f = self->files[i], *next; f != NULL; f = next) {
+                next = f->next;
+                PyMem_RawFree(f);
+            }
+        }
+        pthread_mutex_destroy(&self->lock);
+    }
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyMethodDef cached_reads_methods[] = {
+    {"add_chunk", (PyCFunction)add_chunk, METH_VARARGS,
+     "add_chunk(token, index, array): chunk `index` (flat, C order) of the array `token` is cached."},
+    {"remove_chunk", (PyCFunction)remove_chunk, METH_VARARGS,
+     "remove_chunk(token, index) -> bool: it left the cache (False if it was not here)."},
+    {"take_touched", (PyCFunction)take_touched, METH_VARARGS,
+     "take_touched(token, index) -> bool: whether a read was served from it since it was last asked."},
+    {"clear_chunks", (PyCFunction)clear_chunks, METH_NOARGS, "Forget every chunk."},
+    {"open_file", (PyCFunction)open_file, METH_VARARGS,
+     "open_file(fh, token, region_start, region_bytes, itemsize, shape, chunk_edges)"},
+    {"close_file", (PyCFunction)close_file, METH_VARARGS, "close_file(fh)"},
+    {"serve_into", (PyCFunction)serve_into, METH_VARARGS,
+     "serve_into(fh, out, offset) -> int: `serve` for a writable buffer (len(out) bytes): bytes, or -1."},
+    {"counters", (PyCFunction)counters, METH_NOARGS,
+     "{'reads', 'chunk_hits', 'chunks', 'latency_buckets'}: reads served here, their latency in "
+     "power-of-two microsecond buckets (as zarrfs.fuse.service_times)."},
+    {"serve_capsule", (PyCFunction)serve_capsule, METH_NOARGS,
+     "A capsule with the C entry point, for zarrfs.fuse._fast_read (it keeps this object alive)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject CachedReadsType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "zarrfs.engine._cached_reads.CachedReads",
+    .tp_basicsize = sizeof(CachedReads),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "CachedReads(sequential_bytes): open files and cached chunks that small reads are served from "
+              "without Python.",
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)cached_reads_init,
+    .tp_dealloc = (destructor)cached_reads_dealloc,
+    .tp_methods = cached_reads_methods,
+};
+
+static struct PyModuleDef cached_reads_module = {
+    PyModuleDef_HEAD_INIT, "zarrfs.engine._cached_reads",
+    "Small reads served from cached chunks without Python.", -1, NULL,
+};
+
+PyMODINIT_FUNC PyInit__cached_reads(void) {
+    if (PyType_Ready(&CachedReadsType) < 0)
+        return NULL;
+    PyObject *module = PyModule_Create(&cached_reads_module);
+    if (module == NULL)
+        return NULL;
+    Py_INCREF(&CachedReadsType);
+    if (PyModule_AddObject(module, "CachedReads", (PyObject *)&CachedReadsType) < 0) {
+        Py_DECREF(&CachedReadsType);
+        Py_DECREF(module);
+        return NULL;
+    }
+    return module;
+}
