@@ -4,7 +4,7 @@
  * (the ctypes callback, the FUSE operations, the layout, the cache lookup),
  * a third of the read's latency. Most such reads lie inside one row of the
  * array, in chunks the cache already holds. `CachedReads` keeps, beside the
- * cache, what a read of that kind needs: for each open file its layout and
+ * cache, what a read of such chunks needs: for each open file its layout and
  * its array's regular chunk grid, for each cached chunk a buffer onto its
  * elements. `serve` answers a read from those alone, with no GIL, or
  * answers -1, and the caller takes the ordinary path (`zarrfs/fuse/
@@ -21,8 +21,8 @@
  *   where the file's reads run is exact; Python's stream state misses the
  *   random reads answered here, which only delays by one read the moment a
  *   stream that turns sequential is noticed.
- * - Anything unusual (a read crossing a row or the element region, a chunk
- *   not cached or not laid out as expected, too many chunks) is -1.
+ * - Anything unusual (a read outside the element region, a chunk not cached
+ *   or not laid out as expected, too many pieces) is -1.
  * - Chunks it served are marked touched; the cache gives a touched chunk a
  *   second chance before evicting it, as if the read had moved it to the
  *   end of its LRU order.
@@ -35,7 +35,9 @@
 #include <time.h>
 
 #define MAX_DIMS 32
-#define MAX_CHUNKS_PER_READ 64
+/* Pieces (a run of one row in one chunk) one read may copy; a read needing more takes the Python
+ * path, where the copy costs more than Python anyway. */
+#define MAX_PIECES_PER_READ 1024
 #define LATENCY_BUCKETS 32
 
 typedef struct Chunk {
@@ -148,71 +150,66 @@ static int continues_stream(const CachedReads *self, File *f, int64_t offset, in
     return sequential;
 }
 
-/* Copy [offset, offset + size) of file `fh` into `out` if every byte comes from cached chunks of
- * one row of its array; the bytes copied, or -1 (nothing was written). */
+/* Copy [offset, offset + size) of file `fh` into `out` if every byte comes from cached chunks;
+ * the bytes copied, or -1 (`out` may then hold some of them: the Python path writes it all).
+ *
+ * Bytes, not elements: the element region is the array's C-order bytes and a chunk holds its
+ * elements in the same dtype and byte order, contiguous along the last axis, so a run of one
+ * row inside one chunk is a run of the chunk's bytes, whatever the read's alignment. */
 static long serve(void *table, uint64_t fh, char *out, size_t size, int64_t offset) {
     CachedReads *self = table;
     int64_t began = now_ns();
     long answer = -1;
+    Chunk *used[MAX_PIECES_PER_READ];
+    int pieces = 0;
     pthread_mutex_lock(&self->lock);
     File *f = find_file(self, fh);
     if (f == NULL || size == 0 || continues_stream(self, f, offset, (int64_t)size))
         goto done;
-    int64_t start = offset - f->region_start;
-    if (start < 0 || start + (int64_t)size > f->region_bytes || start % f->itemsize || size % f->itemsize)
+    int64_t start = offset - f->region_start, stop = start + (int64_t)size;
+    if (start < 0 || stop > f->region_bytes)
         goto done;
     int last = f->ndim - 1;
-    int64_t element = start / f->itemsize, count = (int64_t)size / f->itemsize;
-    int64_t row = element / f->shape[last], column = element % f->shape[last];
-    if (column + count > f->shape[last])
-        goto done;
-    int64_t within[MAX_DIMS], lead = 0, place = 1;
-    for (int axis = last - 1; axis >= 0; axis--) {
-        int64_t at = row % f->shape[axis];
-        row /= f->shape[axis];
-        within[axis] = at % f->edges[axis];
-        lead += at / f->edges[axis] * place;
-        place *= f->counts[axis];
-    }
-    if (row != 0) /* past the array's last row */
-        goto done;
-    int64_t first = column / f->edges[last], final = (column + count - 1) / f->edges[last];
-    if (final - first + 1 > MAX_CHUNKS_PER_READ)
-        goto done;
-    Chunk *found[MAX_CHUNKS_PER_READ];
-    const char *from[MAX_CHUNKS_PER_READ];
-    int64_t lo = column % f->edges[last], left = count;
-    for (int64_t c = first; c <= final; c++) {
-        Chunk *chunk = find_chunk(self, f->token, lead * f->counts[last] + c);
-        int64_t n = f->edges[last] - lo < left ? f->edges[last] - lo : left;
-        if (chunk == NULL || chunk->view.ndim != f->ndim || chunk->view.itemsize != f->itemsize)
-            goto done;
-        const Py_buffer *v = &chunk->view;
-        if (lo + n > v->shape[last] || (v->strides[last] != f->itemsize && n > 1))
-            goto done;
-        Py_ssize_t at = lo * v->strides[last];
-        for (int axis = 0; axis < last; axis++) {
-            if (within[axis] >= v->shape[axis])
-                goto done;
-            at += within[axis] * v->strides[axis];
-        }
-        found[c - first] = chunk;
-        from[c - first] = (const char *)v->buf + at;
-        left -= n;
-        lo = 0;
-    }
-    lo = column % f->edges[last];
-    left = count;
+    int64_t item = f->itemsize, row_bytes = f->shape[last] * item, edge_bytes = f->edges[last] * item;
     char *to = out;
-    for (int64_t c = first; c <= final; c++) {
-        int64_t n = f->edges[last] - lo < left ? f->edges[last] - lo : left;
-        memcpy(to, from[c - first], (size_t)(n * f->itemsize));
-        found[c - first]->touched = 1;
-        to += n * f->itemsize;
-        left -= n;
-        lo = 0;
+    for (int64_t at = start; at < stop;) {
+        int64_t row = at / row_bytes, from = at % row_bytes;
+        int64_t until = stop - at < row_bytes - from ? from + (stop - at) : row_bytes; /* bytes of this row */
+        int64_t within[MAX_DIMS], lead = 0, place = 1;
+        for (int axis = last - 1; axis >= 0; axis--) {
+            int64_t index = row % f->shape[axis];
+            row /= f->shape[axis];
+            within[axis] = index % f->edges[axis];
+            lead += index / f->edges[axis] * place;
+            place *= f->counts[axis];
+        }
+        if (row != 0) /* past the array's last row */
+            goto done;
+        for (int64_t b = from; b < until;) {
+            int64_t c = b / edge_bytes, chunk_start = c * edge_bytes;
+            int64_t piece_end = until < chunk_start + edge_bytes ? until : chunk_start + edge_bytes;
+            Chunk *chunk = pieces < MAX_PIECES_PER_READ ? find_chunk(self, f->token, lead * f->counts[last] + c) : NULL;
+            if (chunk == NULL || chunk->view.ndim != f->ndim || chunk->view.itemsize != item)
+                goto done;
+            const Py_buffer *v = &chunk->view;
+            if (piece_end - chunk_start > v->shape[last] * item || (v->strides[last] != item && v->shape[last] > 1))
+                goto done;
+            Py_ssize_t at_chunk = b - chunk_start;
+            for (int axis = 0; axis < last; axis++) {
+                if (within[axis] >= v->shape[axis])
+                    goto done;
+                at_chunk += within[axis] * v->strides[axis];
+            }
+            memcpy(to, (const char *)v->buf + at_chunk, (size_t)(piece_end - b));
+            used[pieces++] = chunk;
+            to += piece_end - b;
+            b = piece_end;
+        }
+        at = (at / row_bytes) * row_bytes + until;
     }
-    self->chunk_hits += (uint64_t)(final - first + 1);
+    for (int i = 0; i < pieces; i++)
+        used[i]->touched = 1;
+    self->chunk_hits += (uint64_t)pieces;
     self->served++;
     int64_t micros = (now_ns() - began) / 1000;
     int bucket = bit_length((uint64_t)(micros > 0 ? micros : 0));
