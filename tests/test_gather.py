@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from zarrfs.engine._gather import copy_from_chunk, copy_into, preadv_into
+from zarrfs.engine._gather import copy_into, preadv_into
 
 DTYPES = ["u1", "<u2", ">i4", "<f8", "M8[s]", "S3", "c16"]
 
@@ -164,34 +164,3 @@ def test_copy_into_a_long_block_releases_the_gil_and_copies_it() -> None:
     copy_into(destination, source)
     assert np.array_equal(destination, source)
 
-
-@settings(max_examples=300, deadline=None)
-@given(st.lists(st.integers(1, 6), min_size=1, max_size=4), st.sampled_from(DTYPES), st.data())
-def test_copy_from_chunk_equals_numpy_for_any_span_of_a_row(shape: list[int], dtype: str,
-                                                             data: st.DataObject) -> None:
-    chunk = _filled(tuple(shape), np.dtype(dtype), 3)
-    index = tuple(data.draw(st.integers(0, n - 1)) for n in shape)
-    count = data.draw(st.integers(0, shape[-1] - index[-1]))
-    out = np.zeros(count * chunk.itemsize + 5, np.uint8)
-    copy_from_chunk(out, 1, chunk, index, count * chunk.itemsize)
-    expected = chunk[(*index[:-1], slice(index[-1], index[-1] + count))].tobytes()
-    assert out[1:1 + len(expected)].tobytes() == expected
-    assert not out[:1].any() and not out[1 + len(expected):].any()
-
-
-def test_copy_from_chunk_refuses_what_lies_outside_and_strided_rows() -> None:
-    chunk = np.arange(24, dtype="<u2").reshape(2, 3, 4)
-    out = np.zeros(16, np.uint8)
-    with pytest.raises(ValueError, match="outside the chunk"):
-        copy_from_chunk(out, 0, chunk, (2, 0, 0), 2)
-    with pytest.raises(ValueError, match="outside the chunk"):
-        copy_from_chunk(out, 0, chunk, (0, -1, 0), 2)
-    with pytest.raises(ValueError, match="outside a buffer"):
-        copy_from_chunk(out, 0, chunk, (0, 0, 3), 4)  # past the row's end
-    with pytest.raises(ValueError, match="outside a buffer"):
-        copy_from_chunk(out, 15, chunk, (0, 0, 0), 2)  # past the reply's end
-    with pytest.raises(ValueError, match="one element"):
-        copy_from_chunk(out, 0, chunk, (0, 0), 2)
-    with pytest.raises(BufferError, match="not contiguous"):
-        copy_from_chunk(out, 0, chunk[:, :, ::2], (0, 0, 0), 2)
-    assert not out.any()

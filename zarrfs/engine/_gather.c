@@ -184,74 +184,8 @@ static PyObject *preadv_into(PyObject *module, PyObject *args) {
     return PyLong_FromSsize_t(total);
 }
 
-PyDoc_STRVAR(copy_from_chunk_doc,
-"copy_from_chunk(dst, dst_start, chunk, index, nbytes)\n\n"
-"Copy `nbytes` of `chunk` (a buffer with strides) starting at the element\n"
-"`index` (a tuple, one int per axis) and running along its last axis, to\n"
-"`dst_start` in the writable C-contiguous buffer `dst`. Holds the GIL: this is\n"
-"a small read's piece, where building numpy views would cost more than the\n"
-"copy. Raises BufferError when the chunk's last axis is not contiguous and\n"
-"ValueError for an index or span outside either buffer.");
-
-static PyObject *copy_from_chunk(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 5 || !PyTuple_Check(args[3])) {
-        PyErr_SetString(PyExc_TypeError, "copy_from_chunk(dst, dst_start, chunk, index: tuple, nbytes)");
-        return NULL;
-    }
-    Py_ssize_t dst_start = PyLong_AsSsize_t(args[1]);
-    Py_ssize_t nbytes = PyLong_AsSsize_t(args[4]);
-    if ((dst_start == -1 || nbytes == -1) && PyErr_Occurred())
-        return NULL;
-    Py_buffer dst, src;
-    if (PyObject_GetBuffer(args[0], &dst, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0)
-        return NULL;
-    if (get_view(args[2], &src, 0) < 0) {
-        PyBuffer_Release(&dst);
-        return NULL;
-    }
-    PyObject *index = args[3];
-    const char *problem = NULL;
-    Py_ssize_t offset = 0;
-    if (src.ndim < 1 || PyTuple_GET_SIZE(index) != src.ndim)
-        problem = "copy_from_chunk: the index does not name one element of the chunk";
-    for (int axis = 0; problem == NULL && axis < src.ndim; axis++) {
-        Py_ssize_t at = PyLong_AsSsize_t(PyTuple_GET_ITEM(index, axis));
-        if (at == -1 && PyErr_Occurred()) {
-            PyBuffer_Release(&dst);
-            PyBuffer_Release(&src);
-            return NULL;
-        }
-        if (at < 0 || at >= src.shape[axis])
-            problem = "copy_from_chunk: the index lies outside the chunk";
-        offset += at * src.strides[axis];
-    }
-    if (problem == NULL) {
-        Py_ssize_t last = src.ndim - 1;
-        Py_ssize_t left_in_row = (src.shape[last] - PyLong_AsSsize_t(PyTuple_GET_ITEM(index, last))) * src.itemsize;
-        if (src.strides[last] != src.itemsize && src.shape[last] > 1) {
-            PyBuffer_Release(&dst);
-            PyBuffer_Release(&src);
-            PyErr_SetString(PyExc_BufferError, "copy_from_chunk: the chunk's last axis is not contiguous");
-            return NULL;
-        }
-        if (dst_start < 0 || nbytes < 0 || nbytes > left_in_row || nbytes > dst.len - dst_start)
-            problem = "copy_from_chunk: the span lies outside a buffer";
-    }
-    if (problem != NULL) {
-        PyBuffer_Release(&dst);
-        PyBuffer_Release(&src);
-        PyErr_SetString(PyExc_ValueError, problem);
-        return NULL;
-    }
-    memmove((char *)dst.buf + dst_start, (const char *)src.buf + offset, nbytes);
-    PyBuffer_Release(&dst);
-    PyBuffer_Release(&src);
-    Py_RETURN_NONE;
-}
-
 static PyMethodDef gather_methods[] = {
     {"copy_into", copy_into, METH_VARARGS, copy_into_doc},
-    {"copy_from_chunk", (PyCFunction)(void (*)(void))copy_from_chunk, METH_FASTCALL, copy_from_chunk_doc},
     {"preadv_into", preadv_into, METH_VARARGS, preadv_into_doc},
     {NULL, NULL, 0, NULL},
 };

@@ -17,7 +17,7 @@ import numpy as np
 
 from ..errors import StoreTimeoutError
 from ..model.meta import ArrayMeta
-from ._gather import copy_from_chunk, copy_into
+from ._gather import copy_into
 from .cache import Batch, ChunkCache, new_token
 from .chunks import ChunkSource
 from .direct import ChunkFiles
@@ -58,8 +58,8 @@ class ArrayReader:
         # later pass could use them: their memory goes straight to the next decodes.
         self._recycles = self.nbytes > cache.budget_bytes
         # A read inside one row of cached chunks of a regular grid (most random small reads)
-        # skips the general path's planning: `_read_in_one_row`. (shape, chunk edges), or None.
-        # (row length, last axis's chunk edge, (extent, chunk edge) of the other axes, last first), or None.
+        # skips the general path's planning: `_read_in_one_row`. (row length, the last axis's
+        # chunk edge, (extent, chunk edge) of the other axes from the last), or None.
         edges = tuple(axis.uniform_edge() for axis in self.grid.axes)
         shape = self.grid.shape
         self._regular = (shape[-1], edges[-1], tuple(zip(shape[-2::-1], edges[-2::-1], strict=True))) \
@@ -135,9 +135,9 @@ class ArrayReader:
 
         A random small pread is nearly always such a read (4 KiB, or two pages
         when it straddles one), and its cost is mostly Python: this path does
-        the arithmetic of a regular grid, one cache lookup and one C call per
-        chunk that copies the span out of its buffer, where the general path
-        plans rows and blocks and copies numpy views.
+        the arithmetic of a regular grid and one cache lookup, where the
+        general one plans rows and blocks. (Reads of files open in the FUSE
+        front mostly never get here: `engine/_cached_reads.c` answers them.)
         """
         regular = self._regular
         itemsize = self.itemsize
@@ -161,16 +161,14 @@ class ArrayReader:
         values = self.cache.lookup([(self._key_prefix, (*lead, c)) for c in range(first_chunk, last_chunk + 1)])
         if values is None:
             return False
-        dtype = self.meta.dtype
-        at = 0  # elements written
+        target = out.view(self.meta.dtype)
+        at = 0
         for value in values:
             hi = min(edge, lo + count - at)
             if value is None:
-                out.view(dtype)[at:at + hi - lo] = self.meta.fill_value
-            elif isinstance(value, np.ndarray) and value.dtype == dtype and value.strides[-1] == itemsize:
-                copy_from_chunk(out, at * itemsize, value, (*within, lo), (hi - lo) * itemsize)
-            else:  # another byte order, or a strided view: numpy's copy converts and walks strides
-                copy_block(out.view(dtype)[at:at + hi - lo], value[(*within, slice(lo, hi))])
+                target[at:at + hi - lo] = self.meta.fill_value
+            else:
+                copy_block(target[at:at + hi - lo], value[(*within, slice(lo, hi))])
             at += hi - lo
             lo = 0
         return True
