@@ -14,9 +14,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 import zarr
+from mountutil import mounted
 from zarr.codecs import BytesCodec, ZstdCodec
 
-from mountutil import mounted
 from zarrfs.engine.engine import Engine
 from zarrfs.engine.served import SEQUENTIAL_REACH
 from zarrfs.options import EngineOptions
