@@ -116,7 +116,7 @@ static int grow_chunks(CachedReads *self) {
     return 0;
 }
 
-/* Unlink a chunk; the caller releases its buffer (with the GIL, outside the lock is fine). */
+/* Unlink a chunk (the caller frees it, outside the lock), or NULL. */
 static Chunk *unlink_chunk(CachedReads *self, uint64_t token, int64_t index) {
     Chunk **link = &self->chunks[chunk_slot(self, token, index)];
     for (; *link != NULL; link = &(*link)->next) {
@@ -125,6 +125,26 @@ static Chunk *unlink_chunk(CachedReads *self, uint64_t token, int64_t index) {
             *link = c->next;
             self->chunk_count--;
             return c;
+        }
+    }
+    return NULL;
+}
+
+/* Release what a chunk held (with the GIL), after it was unlinked. */
+static void free_chunk(Chunk *chunk) {
+    if (chunk == NULL)
+        return;
+    PyBuffer_Release(&chunk->view);
+    PyMem_RawFree(chunk);
+}
+
+/* Unlink the file `fh` (the caller frees it), or NULL. */
+static File *unlink_file(CachedReads *self, uint64_t fh) {
+    for (File **link = &self->files[fh & 63]; *link != NULL; link = &(*link)->next) {
+        File *f = *link;
+        if (f->fh == fh) {
+            *link = f->next;
+            return f;
         }
     }
     return NULL;
@@ -251,12 +271,8 @@ static PyObject *add_chunk(CachedReads *self, PyObject *args) {
     Chunk *old = unlink_chunk(self, token, index);
     if (self->chunk_count >= self->chunk_buckets && grow_chunks(self) < 0) {
         pthread_mutex_unlock(&self->lock);
-        if (old != NULL) {
-            PyBuffer_Release(&old->view);
-            PyMem_RawFree(old);
-        }
-        PyBuffer_Release(&chunk->view);
-        PyMem_RawFree(chunk);
+        free_chunk(old);
+        free_chunk(chunk);
         return PyErr_NoMemory();
     }
     size_t slot = chunk_slot(self, token, index);
@@ -264,10 +280,7 @@ static PyObject *add_chunk(CachedReads *self, PyObject *args) {
     self->chunks[slot] = chunk;
     self->chunk_count++;
     pthread_mutex_unlock(&self->lock);
-    if (old != NULL) {
-        PyBuffer_Release(&old->view);
-        PyMem_RawFree(old);
-    }
+    free_chunk(old);
     Py_RETURN_NONE;
 }
 
@@ -281,8 +294,7 @@ static PyObject *remove_chunk(CachedReads *self, PyObject *args) {
     pthread_mutex_unlock(&self->lock);
     if (chunk == NULL)
         Py_RETURN_FALSE;
-    PyBuffer_Release(&chunk->view);
-    PyMem_RawFree(chunk);
+    free_chunk(chunk);
     Py_RETURN_TRUE;
 }
 
@@ -314,8 +326,7 @@ static void drop_all_chunks(CachedReads *self) {
         pthread_mutex_unlock(&self->lock);
         if (chunk == NULL)
             return;
-        PyBuffer_Release(&chunk->view);
-        PyMem_RawFree(chunk);
+        free_chunk(chunk);
     }
 }
 
@@ -370,15 +381,7 @@ static PyObject *open_file(CachedReads *self, PyObject *args) {
     for (int axis = 0; axis < f->ndim; axis++)
         f->counts[axis] = (f->shape[axis] + f->edges[axis] - 1) / f->edges[axis];
     pthread_mutex_lock(&self->lock);
-    File **link = &self->files[fh & 63];
-    File *old = NULL;
-    for (; *link != NULL; link = &(*link)->next) {
-        if ((*link)->fh == fh) {
-            old = *link;
-            *link = old->next;
-            break;
-        }
-    }
+    File *old = unlink_file(self, fh);
     f->next = self->files[fh & 63];
     self->files[fh & 63] = f;
     pthread_mutex_unlock(&self->lock);
@@ -391,14 +394,7 @@ static PyObject *close_file(CachedReads *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "K:close_file", &fh))
         return NULL;
     pthread_mutex_lock(&self->lock);
-    File *gone = NULL;
-    for (File **link = &self->files[fh & 63]; *link != NULL; link = &(*link)->next) {
-        if ((*link)->fh == fh) {
-            gone = *link;
-            *link = gone->next;
-            break;
-        }
-    }
+    File *gone = unlink_file(self, fh);
     pthread_mutex_unlock(&self->lock);
     PyMem_RawFree(gone);
     Py_RETURN_NONE;
