@@ -256,3 +256,56 @@ def test_random_preads_through_a_mount_are_answered_in_c_while_the_cache_evicts(
     assert errors == []
     assert stats["reads"]["answered_in_c"] > 1000
     assert stats["cache"]["evictions"] > 0
+
+
+def test_a_reader_that_goes_takes_its_chunks_out_of_c(stored: tuple[Path, np.ndarray]) -> None:
+    """With --metadata-ttl a refreshed array gets a new reader; when the old one is gone, C must
+    not keep its chunks (the cache would count them gone while C still held their memory)."""
+    path, truth = stored
+    engine = Engine.open(str(path), options=EngineOptions(cache_bytes=64 << 20))
+    try:
+        from zarrfs.engine.reader import ArrayReader
+
+        old = engine.reader("")
+        other = ArrayReader(old.source, engine.cache)  # as after a refresh: a new token, the same chunks
+        for reader in (old, other):
+            assert reader.read(0, truth.nbytes) == truth.tobytes()
+        stored_chunks = 3 * 4 * 11  # of the 3 x 5 x 11, a row of 3 x 1 x 11 was never written
+        table = engine.cache.served.table
+        assert table.counters()["chunks"] == 2 * stored_chunks
+        # What the garbage collector does once nothing refers to the reader (a loader thread may
+        # still hold its last task for a while, so the test does not wait for that):
+        assert other.leave_c.alive
+        other.leave_c()
+        assert table.counters()["chunks"] == stored_chunks
+        probe = np.zeros(16, np.uint8)
+        for fh, array in ((21, old), (22, other)):  # a .raw of each reader's array
+            token, itemsize, shape, edges = array.served_layout()
+            table.open_file(fh, token, 0, truth.nbytes, itemsize, shape, edges)
+        assert table.serve_into(21, probe, 100 * ROW) == 16  # the old reader's chunks: still C's
+        assert probe.tobytes() == truth.tobytes()[100 * ROW:100 * ROW + 16]
+        assert table.serve_into(22, probe, 100 * ROW) == -1  # the gone one's: not any more
+        engine.cache.close()
+        assert table.counters()["chunks"] == 0
+    finally:
+        engine.close()
+
+
+def test_the_fast_read_callback_is_installed_once_at_a_time() -> None:
+    import ctypes
+
+    from zarrfs.engine._cached_reads import CachedReads
+    from zarrfs.fuse._fast_read import install, uninstall
+
+    python_read = ctypes.CFUNCTYPE(ctypes.c_int)(lambda: 0)  # any callable address will do: nothing calls it
+    address = ctypes.cast(python_read, ctypes.c_void_p).value
+    table = CachedReads(1 << 20)
+    baseline = sys.getrefcount(table)
+    assert install(table.serve_capsule(), address, 16) > 0
+    assert sys.getrefcount(table) == baseline + 1  # the installed capsule keeps the table alive
+    with pytest.raises(RuntimeError, match="installed already"):
+        install(table.serve_capsule(), address, 16)
+    uninstall()
+    assert sys.getrefcount(table) == baseline
+    assert install(table.serve_capsule(), address, 16) > 0  # a later mount of the same process
+    uninstall()

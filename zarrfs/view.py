@@ -26,6 +26,7 @@ import numpy as np
 
 from .conventions.resolve import SemanticsIndex
 from .conventions.semantics import Semantics
+from .engine._cached_reads import CachedReads
 from .engine.engine import Engine
 from .engine.reader import ArrayReader, ReadStream
 from .errors import IsDirectoryError, NotFoundError
@@ -142,6 +143,12 @@ class VirtualTree:
         if entry is None:
             raise NotFoundError(f"/{path}: no such file")
         return entry
+
+    @property
+    def cached_reads(self) -> CachedReads:
+        """Where the FUSE front registers open files (`Handle.served_file`) so that reads of cached
+        chunks are answered in C (engine/_cached_reads.c), and whose entry point it hands libfuse."""
+        return self.engine.cache.served.table
 
     def open(self, path: str) -> Handle:
         """The file at `path`, opened for reading."""

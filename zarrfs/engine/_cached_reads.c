@@ -40,6 +40,10 @@
 #define MAX_PIECES_PER_READ 1024
 #define LATENCY_BUCKETS 32
 
+/* Chunks come and go with every cache load and eviction, interleaved with the decoded chunks'
+ * own megabyte blocks: allocated from Python's small-object allocator (`PyMem_Malloc`, always
+ * with the GIL), not from the heap those blocks share, where small blocks left between them
+ * would keep freed pages resident. */
 typedef struct Chunk {
     struct Chunk *next;
     uint64_t token;
@@ -135,7 +139,7 @@ static void free_chunk(Chunk *chunk) {
     if (chunk == NULL)
         return;
     PyBuffer_Release(&chunk->view);
-    PyMem_RawFree(chunk);
+    PyMem_Free(chunk);
 }
 
 /* Unlink the file `fh` (the caller frees it), or NULL. */
@@ -252,16 +256,16 @@ static PyObject *add_chunk(CachedReads *self, PyObject *args) {
     PyObject *array;
     if (!PyArg_ParseTuple(args, "KLO:add_chunk", &token, &index, &array))
         return NULL;
-    Chunk *chunk = PyMem_RawCalloc(1, sizeof(Chunk));
+    Chunk *chunk = PyMem_Calloc(1, sizeof(Chunk));
     if (chunk == NULL)
         return PyErr_NoMemory();
     if (PyObject_GetBuffer(array, &chunk->view, PyBUF_STRIDES) < 0) {
-        PyMem_RawFree(chunk);
+        PyMem_Free(chunk);
         return NULL;
     }
     if (chunk->view.ndim < 1 || chunk->view.ndim > MAX_DIMS) {
         PyBuffer_Release(&chunk->view);
-        PyMem_RawFree(chunk);
+        PyMem_Free(chunk);
         PyErr_SetString(PyExc_ValueError, "add_chunk: a chunk has 1 to 32 dimensions");
         return NULL;
     }
@@ -328,6 +332,34 @@ static void drop_all_chunks(CachedReads *self) {
             return;
         free_chunk(chunk);
     }
+}
+
+static PyObject *remove_array(CachedReads *self, PyObject *args) {
+    unsigned long long token;
+    if (!PyArg_ParseTuple(args, "K:remove_array", &token))
+        return NULL;
+    Chunk *gone = NULL;
+    pthread_mutex_lock(&self->lock);
+    for (size_t i = 0; i < self->chunk_buckets; i++) {
+        for (Chunk **link = &self->chunks[i]; *link != NULL;) {
+            Chunk *c = *link;
+            if (c->token != token) {
+                link = &c->next;
+                continue;
+            }
+            *link = c->next;
+            self->chunk_count--;
+            c->next = gone;
+            gone = c;
+        }
+    }
+    pthread_mutex_unlock(&self->lock);
+    while (gone != NULL) {
+        Chunk *next = gone->next;
+        free_chunk(gone);
+        gone = next;
+    }
+    Py_RETURN_NONE;
 }
 
 static PyObject *clear_chunks(CachedReads *self, PyObject *unused) {
@@ -497,6 +529,7 @@ static PyMethodDef cached_reads_methods[] = {
      "remove_chunk(token, index) -> bool: it left the cache (False if it was not here)."},
     {"take_touched", (PyCFunction)take_touched, METH_VARARGS,
      "take_touched(token, index) -> bool: whether a read was served from it since it was last asked."},
+    {"remove_array", (PyCFunction)remove_array, METH_VARARGS, "remove_array(token): forget every chunk of it."},
     {"clear_chunks", (PyCFunction)clear_chunks, METH_NOARGS, "Forget every chunk."},
     {"open_file", (PyCFunction)open_file, METH_VARARGS,
      "open_file(fh, token, region_start, region_bytes, itemsize, shape, chunk_edges)"},

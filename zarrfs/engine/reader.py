@@ -10,6 +10,7 @@ themselves when stored plain) and copies each block into the reply.
 from __future__ import annotations
 
 import math
+import weakref
 from collections.abc import Iterator
 from concurrent.futures import wait
 
@@ -70,6 +71,8 @@ class ArrayReader:
         if self._served_grid is not None:
             cache.served.register_array(self._key_prefix, self._token,
                                         tuple(axis.count for axis in self.grid.axes), self.meta.dtype)
+            # A reader replaced after a metadata refresh takes its chunks out of C when it goes.
+            self.leave_c = weakref.finalize(self, cache.served.forget_array, self._key_prefix, self._token)
         # Files read raw get their readahead from the kernel, file by file.
         self.readahead = Readahead(self.meta.path, self.grid, self.meta.grid, self.itemsize, self.nbytes,
                                    cache, enabled=self._files is None, readahead_max=readahead_max)

@@ -2,9 +2,9 @@
 
 The cache tells `ServedChunks` of every chunk it keeps and every chunk that
 leaves it; readers register their arrays (regular chunk grids only) and the
-FUSE front registers open files. The C side then answers random reads that
-lie inside one row of cached chunks with no GIL; everything else takes the
-Python path. Both paths give the same bytes: a chunk is only handed to C
+FUSE front registers open files. The C side then answers random reads whose
+bytes all lie in cached chunks with no GIL; everything else takes the Python
+path. Both paths give the same bytes: a chunk is only handed to C
 when its elements are laid out as the reader would copy them (the array's
 dtype, byte order included, and contiguous rows).
 """
@@ -35,13 +35,20 @@ class ServedChunks:
         `chunk_counts` chunks of `dtype` elements."""
         self._arrays[prefix] = (token, chunk_counts, dtype)
 
+    def forget_array(self, prefix: Hashable, token: int) -> None:
+        """The array's reader is gone: C lets go of its chunks now (those the cache still holds
+        leave it later, unknown here). Safe from a finalizer: no lock of the cache is taken."""
+        self._arrays.pop(prefix, None)
+        self.table.remove_array(token)
+
     def cached(self, key: Hashable, value: Any) -> None:
         """The cache now holds `value` under `key`."""
         place = self._place(key)
         if place is None:
             return
         token, index, dtype = place
-        if isinstance(value, np.ndarray) and value.dtype == dtype and value.ndim == len(key[1]):  # type: ignore[index]
+        if isinstance(value, np.ndarray) and value.dtype == dtype and not dtype.hasobject \
+                and value.ndim == len(key[1]):  # type: ignore[index]
             self.table.add_chunk(token, index, value)
 
     def left(self, key: Hashable) -> None:

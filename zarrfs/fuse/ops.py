@@ -82,7 +82,7 @@ class ZarrOperations(mfusepy.Operations):
         self._mount_time_ns = time.time_ns()
         self._reported: set[str] = set()
         # Open files whose small reads C may answer from cached chunks (`ReplyBufferFUSE`).
-        self.served = tree.engine.cache.served.table
+        self.served = tree.cached_reads
         self.read_times = ServiceTimes(self.served)
         tree.stats_extras["reads"] = self.read_times.summary  # the daemon's part of read latency
 
@@ -170,7 +170,10 @@ class ZarrOperations(mfusepy.Operations):
         fi.fh = handle
         served = opened.served_file()
         if served is not None:
-            self.served.open_file(handle, *served)
+            try:
+                self.served.open_file(handle, *served)
+            except (ValueError, OverflowError) as exc:  # more axes or larger ones than C takes
+                log.debug("open %s: reads take the Python path (%s)", path, exc)
         if opened.direct_io:
             fi.direct_io = 1
         fi.keep_cache = 0 if fi.direct_io else 1  # immutable: pages cached by an earlier open stay valid
@@ -208,8 +211,8 @@ class ZarrOperations(mfusepy.Operations):
 
 class ReplyBufferFUSE(mfusepy.FUSE):
     """mfusepy, with reads written straight into libfuse's reply buffer, the Python thread
-    state of each libfuse thread kept from one request to the next, and reads inside one row of
-    cached chunks answered in C.
+    state of each libfuse thread kept from one request to the next, and random reads of cached
+    chunks answered in C.
 
     mfusepy's own `read` takes the `bytes` an operation returns and memmoves
     them into the buffer libfuse will send: one more 1 MiB copy per request
