@@ -163,4 +163,3 @@ def test_copy_into_a_long_block_releases_the_gil_and_copies_it() -> None:
     destination = np.zeros((source.shape[0], 2048), np.uint32)[:, ::2]
     copy_into(destination, source)
     assert np.array_equal(destination, source)
-

@@ -206,17 +206,12 @@ class ChunkCache:
         else None, counting nothing and loading nothing."""
         with self._lock:
             entries = self._entries
-            found = [entries.get(key) for key in keys]
-            if None in found:
+            if not all(key in entries for key in keys):
                 return None
-            for key in keys:  # `_hit`, inlined: this is every small read's path
-                entries.move_to_end(key)
-                if self._recyclable:
-                    self._recyclable.pop(key, None)
-                if self._unread:
+            if self._unread:
+                for key in keys:
                     self._mark_read(key)
-            self._stats.hits += len(keys)
-            return [entry[0] for entry in found]  # type: ignore[index]
+            return [self._hit(key)[0] for key in keys]  # type: ignore[index]
 
     def take_spare(self, nbytes: int) -> Any:
         """Memory of an evicted chunk to decode `nbytes` into (a flat uint8 array), or None.

@@ -59,15 +59,13 @@ class ArrayReader:
         # later pass could use them: their memory goes straight to the next decodes.
         self._recycles = self.nbytes > cache.budget_bytes
         # A read inside one row of cached chunks of a regular grid (most random small reads)
-        # skips the general path's planning: `_read_in_one_row`. (row length, the last axis's
-        # chunk edge, (extent, chunk edge) of the other axes from the last), or None.
+        # skips the general path's planning: `_read_in_one_row`. (shape, chunk edges), or None.
         edges = tuple(axis.uniform_edge() for axis in self.grid.axes)
-        shape = self.grid.shape
-        self._regular = (shape[-1], edges[-1], tuple(zip(shape[-2::-1], edges[-2::-1], strict=True))) \
-            if shape and self._files is None and all(edge is not None for edge in edges) else None
-        # The same reads of a regular grid, when the file reading them is open in the FUSE front,
-        # are answered in C from the cached chunks first (served.py, `served_layout`).
-        self._served_grid = (shape, edges) if self._regular is not None and all(shape) else None
+        self._regular = (self.grid.shape, edges) if self.grid.shape and self._files is None \
+            and all(edge is not None for edge in edges) else None
+        # Reads of such a grid, when the file reading them is open in the FUSE front, are answered
+        # in C from the cached chunks first (served.py, `served_layout`); not for an empty array.
+        self._served_grid = self._regular if self._regular is not None and all(self.grid.shape) else None
         if self._served_grid is not None:
             cache.served.register_array(self._key_prefix, self._token,
                                         tuple(axis.count for axis in self.grid.axes), self.meta.dtype)
@@ -146,19 +144,19 @@ class ArrayReader:
         itemsize = self.itemsize
         if regular is None or start % itemsize or stop % itemsize:
             return False
-        row_length, edge, leading_axes = regular
-        rest, column = divmod(start // itemsize, row_length)
+        shape, edges = regular
+        rest, column = divmod(start // itemsize, shape[-1])
         count = (stop - start) // itemsize
-        if column + count > row_length:
+        if column + count > shape[-1]:
             return False
-        # The row's chunk coordinates and its place inside those chunks, along the leading axes.
-        lead: tuple[int, ...] = ()
-        within: tuple[int, ...] = ()
-        for extent, leading_edge in leading_axes:
+        lead: list[int] = []
+        within: list[int] = []
+        for extent, edge in zip(shape[-2::-1], edges[-2::-1], strict=True):
             rest, index = divmod(rest, extent)
-            chunk, offset = divmod(index, leading_edge)
-            lead = (chunk, *lead)
-            within = (offset, *within)
+            chunk, offset = divmod(index, edge)
+            lead.insert(0, chunk)
+            within.insert(0, offset)
+        edge = edges[-1]
         first_chunk, lo = divmod(column, edge)
         last_chunk = (column + count - 1) // edge
         values = self.cache.lookup([(self._key_prefix, (*lead, c)) for c in range(first_chunk, last_chunk + 1)])
