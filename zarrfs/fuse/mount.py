@@ -29,7 +29,7 @@ from typing import Any
 
 from ..errors import ZarrfsError
 from ..options import EngineOptions
-from ..memory import HeapTrimmer, memory_figures, tune_process
+from ..memory import HeapTrimmer, memory_figures, trim_slack, tune_process
 from .mountpoints import device, fstype, holders
 from .stopper import Stopper
 
@@ -261,7 +261,7 @@ def serve(options: MountOptions, report: Callable[[str], None] | None = None) ->
         raise
 
     served = threading.Event()
-    trimmer = HeapTrimmer()
+    trimmer = HeapTrimmer(trim_slack(options.engine.cache_bytes))
 
     def ready() -> None:
         # libfuse's init ran, so the kernel mount exists: a signal from now on
