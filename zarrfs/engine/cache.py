@@ -247,8 +247,16 @@ class ChunkCache:
             for key in keys:
                 if key in self._entries:
                     self._entries.move_to_end(key, last=False)
+                    self.served.touched(key)  # reads in C are done with it too: no second chance
                     if recycle:
                         self._recyclable[key] = None
+
+    def note_read(self, keys: Iterable[Hashable]) -> None:
+        """Reads answered in C (engine/served.py) used these chunks: like a read here, they take
+        them out of readahead's share of the budget."""
+        with self._lock:
+            for key in keys:
+                self._mark_read(key)
 
     def claim(self, nbytes: int) -> None:
         """Note that a sequential stream is reading a band of `nbytes` now: chunks the cache must

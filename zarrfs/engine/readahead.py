@@ -65,6 +65,11 @@ class ReadStream:
     buffer: tuple[int, np.ndarray] | None = None  # (offset, bytes) assembled for the stream
     band: BandClaim | None = None  # from its first read while it stays sequential: its band's claim
     band_index: int = -1  # while sequential: the band its last read began in (less the slack)
+    # Where the FUSE front answers reads of cached chunks in C (engine/_cached_reads.c): how far
+    # this stream's reads may be answered there without coming here (`Readahead.c_stretch`), and
+    # how to tell C (set by the FUSE front for the files it registers; None: every read comes here).
+    c_until: int = 0
+    allow_c: Callable[[int], None] | None = None
 
 
 class BandClaim:
@@ -134,8 +139,11 @@ class Readahead:
     def track(self, stream: ReadStream, start: int, stop: int) -> list[Coords]:
         """Note a read of [start, stop); the chunks to load ahead of it now (often none)."""
         first_read = stream.next_offset < 0
-        stream.sequential = not first_read and \
-            abs(start - stream.next_offset) <= max(4 * (stop - start), SEQUENTIAL_REACH)
+        reach = max(4 * (stop - start), SEQUENTIAL_REACH)
+        # Reads the C path answered in the stretch it was allowed did not come here: the stream
+        # continues anywhere up to the stretch's end.
+        stream.sequential = not first_read and (abs(start - stream.next_offset) <= reach
+                                                or stream.next_offset <= start <= stream.c_until + reach)
         stream.next_offset = max(stop, stream.next_offset) if stream.sequential else stop
         if not stream.sequential:
             stream.band_index = -1  # `passed` starts afresh when the stream turns sequential
@@ -183,6 +191,39 @@ class Readahead:
         if not 0 <= left < band:
             return []
         return list(itertools.product(range(left, band), *(range(axis.count) for axis in self.grid.axes[1:])))
+
+    def c_stretch(self, stream: ReadStream) -> int:
+        """After this stream's read was tracked (`track`, `passed`): the byte its reads may end at
+        without coming here, because until then `track` would load nothing ahead and `passed` hand
+        on no band. 0 while the stream is not sequential or its window still grows (each read
+        doubles it)."""
+        if not stream.sequential or stream.band_index < 0 or not self.grid.shape:
+            return 0
+        until = self.nbytes
+        axis = self.grid.axes[0]
+        if stream.band_index + 1 < axis.count:  # `passed` hands on the band once a read starts here
+            until = axis.start(stream.band_index + 1) * self.row_elements * self.itemsize + self.passed_slack
+        if self.readahead_max > 0 and stream.prefetched_until < self.nbytes:
+            window = stream.window
+            if window < self.readahead_max:
+                return 0
+            # `track` loads ahead once a read ends at `due`: the window has moved a quarter past
+            # what is loaded, or (sharded) past the next batch boundary, or reaches the end.
+            if self.step:
+                due = stream.prefetched_until - stream.prefetched_until % self.step + self.step - window
+            else:
+                due = stream.prefetched_until - window + window // 4
+            until = min(until, due - 1, self.nbytes - window - 1)
+        return max(0, until)
+
+    def answered_in_c(self, stream: ReadStream, start: int) -> list[Coords]:
+        """The chunks of the bytes this stream read in C since its last read here (which ends
+        where `start` begins, or where the stretch did)."""
+        begin, end = stream.next_offset, min(start, stream.c_until)
+        if not stream.c_until or begin < 0 or begin >= end:
+            return []
+        first, last, _ = element_range(begin, end, self.itemsize)
+        return chunks_of_elements(self.grid, first, last)
 
     def refused(self, stream: ReadStream, coords: Coords) -> None:
         """The cache had no room to load chunk `coords` (and those after it) ahead: the stream's

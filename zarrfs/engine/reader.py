@@ -93,6 +93,11 @@ class ArrayReader:
             return 0
         size = stop - start
         if stream is not None:
+            if stream.c_until:
+                # Chunks the reads answered in C used are no longer readahead's (`ChunkCache.note_read`).
+                used = self.readahead.answered_in_c(stream, start)
+                if used:
+                    self.cache.note_read([(self._key_prefix, c) for c in used])
             ahead = self.readahead.track(stream, start, stop)
             if ahead:
                 values, pending = self.cache.get_many([(self._key_prefix, c) for c in ahead], self._load,
@@ -104,6 +109,8 @@ class ArrayReader:
                 behind = self.readahead.passed(stream, start)
                 if behind:
                     self.cache.demote([(self._key_prefix, c) for c in behind], recycle=self._recycles)
+            self._allow_c(stream)  # after `passed`: the stretch it allows ends where readahead has work
+            if stream.sequential:
                 window_bytes = self.readahead.window_bytes
                 if size < window_bytes:  # a window pays for small reads
                     data = windowed(stream, start, stop, self.nbytes, window_bytes, self.cache, self._fill_bytes)
@@ -114,6 +121,15 @@ class ArrayReader:
         if not self._read_in_one_row(start, stop, target):
             self._fill_bytes(start, stop, target)
         return size
+
+    def _allow_c(self, stream: ReadStream) -> None:
+        """Let the C path answer the stream's next reads, as far as readahead has nothing to do."""
+        if stream.allow_c is None:
+            return
+        until = self.readahead.c_stretch(stream)
+        if until or stream.c_until:
+            stream.c_until = until
+            stream.allow_c(until)
 
     def served_layout(self) -> tuple[int, int, tuple[int, ...], tuple[int, ...]] | None:
         """(array token, item size, shape, chunk edges) for `ServedChunks`' files, or None when

@@ -174,6 +174,8 @@ class ZarrOperations(mfusepy.Operations):
                 self.served.open_file(handle, *served)
             except (ValueError, OverflowError) as exc:  # more axes or larger ones than C takes
                 log.debug("open %s: reads take the Python path (%s)", path, exc)
+            else:
+                opened.stream.allow_c = functools.partial(self.served.allow_stream, handle)
         if opened.direct_io:
             fi.direct_io = 1
         fi.keep_cache = 0 if fi.direct_io else 1  # immutable: pages cached by an earlier open stay valid

@@ -1,0 +1,151 @@
+"""Reads of sequential streams answered in C (engine/_cached_reads.c `allow_stream`,
+`Readahead.c_stretch`): only as far as readahead has nothing to do, with every byte right, each
+chunk decoded once and readahead's share of the budget given back as if Python had read them."""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import subprocess
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+import zarr
+from mountutil import mounted
+from zarr.codecs import ZstdCodec
+
+from zarrfs.engine.engine import Engine
+from zarrfs.engine.readahead import Readahead, ReadStream
+from zarrfs.options import EngineOptions
+from zarrfs.view import Handle, VirtualTree
+
+FH = 5
+SHAPE = (1024, 16384)  # float32: 64 MiB, twice the cache below
+
+
+def _write(path: Path, chunks: tuple[int, int], shards: tuple[int, int] | None) -> np.ndarray:
+    truth = (np.arange(np.prod(SHAPE), dtype=np.float32) % 1000.25).reshape(SHAPE)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        array = zarr.create_array(str(path), shape=SHAPE, chunks=chunks, shards=shards, dtype="<f4",
+                                  compressors=[ZstdCodec(level=1)])
+        array[...] = truth
+    return truth
+
+
+def _front_read(engine: Engine, handle: Handle, offset: int, out: np.ndarray) -> bool:
+    """One read as the FUSE front does it: C first, Python for what C leaves; True if C answered."""
+    got = engine.cache.served.table.serve_into(FH, out, offset)
+    if got >= 0:
+        return True
+    assert handle.read_into(offset, out) == len(out)
+    return False
+
+
+def _nothing_to_do_until(readahead: Readahead, stream: ReadStream, size: int) -> None:
+    """Reads of `size` continuing the stream up to its stretch would have had no readahead work."""
+    probe = copy.copy(stream)
+    at = stream.next_offset
+    while at + size <= stream.c_until:
+        assert readahead.track(probe, at, at + size) == [], (at, stream.c_until)
+        assert readahead.passed(probe, at) == [], (at, stream.c_until)
+        at += size
+
+
+@pytest.mark.parametrize(("chunks", "shards", "size"), [
+    ((128, 1024), None, 1 << 20),  # bands of 8 MiB, readahead in quarter windows
+    ((128, 1024), None, 128 << 10),
+    ((128, 1024), None, 300_001),  # reads smaller than a window, at odd offsets
+    ((64, 1024), (256, 4096), 1 << 20),  # small inner chunks: readahead in batches ending on shard rows
+    ((64, 1024), (256, 4096), 128 << 10),
+])
+def test_a_stream_is_answered_in_c_between_readahead_steps(tmp_path: Path, chunks: tuple[int, int],
+                                                          shards: tuple[int, int] | None, size: int) -> None:
+    truth = _write(tmp_path / "a.zarr", chunks, shards)
+    expected = truth.tobytes()
+    engine = Engine.open(str(tmp_path / "a.zarr"), options=EngineOptions(cache_bytes=32 << 20))
+    try:
+        handle = VirtualTree(engine, root_name="a").open("/a.raw")
+        served = handle.served_file()
+        assert served is not None
+        table = engine.cache.served.table
+        table.open_file(FH, *served)
+        handle.stream.allow_c = lambda until: table.allow_stream(FH, until)
+        readahead = handle.reader.readahead
+        if shards:
+            assert readahead.step > 0
+        got = bytearray()
+        in_c = 0
+        for offset in range(0, len(expected), size):
+            out = np.empty(min(size, len(expected) - offset), np.uint8)
+            if _front_read(engine, handle, offset, out):
+                in_c += 1
+            else:
+                _nothing_to_do_until(readahead, handle.stream, size)
+            got += out.tobytes()
+        assert bytes(got) == expected
+        reads = -(-len(expected) // size)
+        assert in_c >= reads // 3, (in_c, reads)
+        assert table.counters()["reads_in_streams"] == in_c
+        stats = engine.cache.stats()
+        chunk_count = np.prod([-(-n // c) for n, c in zip(SHAPE, chunks, strict=True)])
+        assert stats.loads == chunk_count  # each chunk decoded once, with the cache half the array
+        assert stats.prefetches > chunk_count // 2  # readahead kept loading ahead of the stream
+        assert stats.prefetches_unread == 0  # chunks read in C were not taken for unread readahead
+    finally:
+        engine.close()
+
+
+def test_c_answers_a_stream_only_within_its_stretch(tmp_path: Path) -> None:
+    """With every chunk cached, a read continuing the stream is answered in C only while it ends
+    within the stretch Python allowed; a read elsewhere is a random read, answered in C as ever."""
+    truth = _write(tmp_path / "a.zarr", (128, 1024), None)
+    expected = truth.tobytes()
+    engine = Engine.open(str(tmp_path / "a.zarr"), options=EngineOptions(cache_bytes=128 << 20))
+    try:
+        tree = VirtualTree(engine, root_name="a")
+        assert tree.open("/a.raw").read_into(0, np.empty(len(expected), np.uint8)) == len(expected)  # all cached
+        handle = tree.open("/a.raw")
+        table = engine.cache.served.table
+        table.open_file(FH, *handle.served_file())
+        handle.stream.allow_c = lambda until: table.allow_stream(FH, until)
+        size = 1 << 20
+        out = np.empty(size, np.uint8)
+        offset = 0
+        _front_read(engine, handle, offset, out)
+        while handle.stream.c_until < offset + 3 * size:  # until readahead settled and allowed C a stretch
+            offset += size
+            _front_read(engine, handle, offset, out)
+        stretch_end = handle.stream.c_until
+        assert offset + size <= stretch_end < len(expected) - size
+        while offset + 2 * size <= stretch_end:
+            offset += size
+            assert _front_read(engine, handle, offset, out)
+        cut = np.empty(stretch_end - offset - size, np.uint8)
+        if len(cut):
+            assert _front_read(engine, handle, offset + size, cut)  # ends exactly at the stretch's end
+        after = np.empty(size, np.uint8)
+        assert table.serve_into(FH, after, stretch_end) == -1  # continues the stream past the stretch
+        assert table.serve_into(FH, after, len(expected) // 2 + 12345) == size  # random, far away
+        assert after.tobytes() == expected[len(expected) // 2 + 12345:][:size]
+    finally:
+        engine.close()
+
+
+def test_dd_through_a_mount_is_answered_in_c(tmp_path: Path) -> None:
+    """`dd` of an array twice the cache, through the kernel (several reads in flight, out of
+    order): reads answered in C in the stream, the bytes right."""
+    store = tmp_path / "m.zarr"
+    truth = _write(store, (128, 1024), None)
+    with mounted(store, tmp_path / "mnt", tmp_path / "log", "--cache-size", "32MiB") as mount:
+        copied = tmp_path / "copy.raw"
+        subprocess.run(["dd", f"if={mount / 'm.raw'}", f"of={copied}", "bs=1M", "status=none"], check=True)
+        stats = json.loads((mount / ".zarrfs-stats.json").read_text())
+    assert copied.read_bytes() == truth.tobytes()
+    os.unlink(copied)
+    # Bands of 8 MiB and a 32 MiB cache allow stretches of 2-3 MiB (`c_stretch`), and a cold read
+    # often waits for the chunks: a few reads (bench/bench_mount.py's bands of 64 MiB: most reads).
+    assert stats["reads"]["answered_in_c_in_streams"] > 0, stats["reads"]
