@@ -14,6 +14,7 @@ from zarr.codecs import ZstdCodec
 
 from zarrfs.engine.engine import Engine
 from zarrfs.engine.fetches import AHEAD, RangeFetches
+from zarrfs.engine.readahead import Readahead
 from zarrfs.errors import StoreError
 from zarrfs.options import EngineOptions, StoreOptions
 from zarrfs.stores.store import Store
@@ -90,7 +91,8 @@ def test_a_local_store_reads_ranges_in_the_calling_thread(tmp_path: Path) -> Non
 
 
 def test_sharded_inner_chunks_of_a_mebibyte_or_more_are_read_ahead_chunk_by_chunk(tmp_path: Path) -> None:
-    """Big inner chunks are worth a request each: readahead does not wait for groups of bands."""
+    """Big inner chunks of a local store are worth a read each: readahead does not wait for groups
+    of bands. From a remote store, where each is a request, they come in groups of bands too."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         big = zarr.create_array(str(tmp_path / "big.zarr"), shape=(1024, 1024), shards=(1024, 1024),
@@ -101,6 +103,10 @@ def test_sharded_inner_chunks_of_a_mebibyte_or_more_are_read_ahead_chunk_by_chun
     for name, step in (("big.zarr", 0), ("small.zarr", 512 * 1024 * 4)):  # 1 MiB against 256 KiB inner chunks
         engine = Engine.open(str(tmp_path / name), options=EngineOptions(cache_bytes=64 << 20))
         try:
-            assert engine.reader("").readahead.step == step, name
+            reader = engine.reader("")
+            assert reader.readahead.step == step, name
+            remote = Readahead(name, reader.grid, reader.meta.grid, reader.itemsize, reader.nbytes, engine.cache,
+                               enabled=True, remote=True)
+            assert remote.step == 2 * reader.grid.axes[0].uniform_edge() * 1024 * 4, name  # two bands: a shard row
         finally:
             engine.close()

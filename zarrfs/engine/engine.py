@@ -64,7 +64,7 @@ class Engine:
             make_source(self.store, meta, self.cache, self._decode_slots, self.fetches)
         reader = ArrayReader(source, self.cache,
                              timeout=max(self.options.read_timeout, self.options.store.worst_case_seconds()),
-                             files=self.files)
+                             files=self.files, remote=self.store.remote)
         with self._lock:
             found = self._readers.get(path)
             if found is not None and found.meta is meta:

@@ -47,10 +47,12 @@ WINDOW_BYTES = 1 << 20
 # kernel's readahead keeps in flight (the mount sets 4 MiB for local stores).
 PASSED_SLACK = 8 << 20
 
-# Inner chunks this big or bigger are worth a request each: readahead then loads them in
-# quarter windows, not in groups of bands (`Readahead._step`). The cache holds room for about
-# one group ahead, so group batches are fetched, then decoded, one at a time; quarter windows
-# overlap the fetches of one band with the decodes of another (README, "Remote stores").
+# On a local store, inner chunks this big or bigger are read ahead in quarter windows, not in
+# groups of bands (`Readahead._step`): a read of a chunk file costs no round trip, and quarter
+# windows overlap the reads of one band with the decodes of another. On a remote store every
+# request costs a round trip and the server's work, and groups of bands, whose ranges one load
+# fetches side by side (engine/fetches.py), read faster whatever the inner chunk size (README,
+# "Remote stores").
 REQUEST_PER_CHUNK_FROM = 1 << 20
 
 
@@ -85,7 +87,7 @@ class Readahead:
     """The readahead policy of one array: which chunks of its read grid to load ahead of a stream."""
 
     def __init__(self, name: str, read_grid: ChunkGrid, outer_grid: ChunkGrid, itemsize: int, nbytes: int,
-                 cache: ChunkCache, *, enabled: bool, readahead_max: int | None = None) -> None:
+                 cache: ChunkCache, *, enabled: bool, readahead_max: int | None = None, remote: bool = False) -> None:
         budget_bytes = cache.budget_bytes
         self.cache = cache
         self.grid = read_grid
@@ -102,7 +104,7 @@ class Readahead:
         # half of what the cache has left after the band being read.
         room = max(0, budget_bytes - self.band_bytes - WINDOW_BYTES) // 2
         self.readahead_max = min(readahead_max if readahead_max is not None else room, room) if enabled else 0
-        self.step = self._step(read_grid, outer_grid)
+        self.step = self._step(read_grid, outer_grid, remote)
         if self.band_bytes > budget_bytes:
             log.warning(
                 "array /%s: one band of chunks is %d MiB but the cache is %d MiB; a sequential read "
@@ -110,7 +112,7 @@ class Readahead:
                 name, self.band_bytes >> 20, budget_bytes >> 20, -(-2 * self.band_bytes // (1 << 20)),
             )
 
-    def _step(self, read_grid: ChunkGrid, outer_grid: ChunkGrid) -> int:
+    def _step(self, read_grid: ChunkGrid, outer_grid: ChunkGrid, remote: bool) -> int:
         """Array bytes per readahead batch of a sharded array (0: batches of a quarter window).
 
         A batch then covers whole groups of bands ending on shard-row
@@ -120,12 +122,12 @@ class Readahead:
         bands pair up, four make the whole shard row. Batches end on the last
         group boundary inside the readahead window, so a group leaves at least
         one read window of lookahead. Needs shards and inner chunks of one
-        height each along the first axis (else 0), and inner chunks smaller than
-        REQUEST_PER_CHUNK_FROM (larger ones are worth a request each).
+        height each along the first axis (else 0), and on a local store inner
+        chunks smaller than REQUEST_PER_CHUNK_FROM.
         """
         if not read_grid.shape or read_grid is outer_grid or not read_grid.shape[0]:
             return 0
-        if math.prod(read_grid.max_stored_shape()) * self.itemsize >= REQUEST_PER_CHUNK_FROM:
+        if not remote and math.prod(read_grid.max_stored_shape()) * self.itemsize >= REQUEST_PER_CHUNK_FROM:
             return 0
         shard, inner = outer_grid.axes[0].uniform_edge(), read_grid.axes[0].uniform_edge()
         if shard is None or inner is None or shard == inner:

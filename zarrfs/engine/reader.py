@@ -39,7 +39,7 @@ def copy_block(destination: np.ndarray, source: np.ndarray) -> None:
 
 class ArrayReader:
     def __init__(self, source: ChunkSource, cache: ChunkCache, *, timeout: float = 300.0,
-                 readahead_max: int | None = None, files: ChunkFiles | None = None) -> None:
+                 readahead_max: int | None = None, files: ChunkFiles | None = None, remote: bool = False) -> None:
         self.source = source
         # Plain chunks in local files are read from the files, not decoded into the cache.
         self._files = files if source.plain_local_files else None
@@ -73,7 +73,8 @@ class ArrayReader:
             self.leave_c = weakref.finalize(self, cache.served.forget_array, self._key_prefix, self._token)
         # Files read raw get their readahead from the kernel, file by file.
         self.readahead = Readahead(self.meta.path, self.grid, self.meta.grid, self.itemsize, self.nbytes,
-                                   cache, enabled=self._files is None, readahead_max=readahead_max)
+                                   cache, enabled=self._files is None, readahead_max=readahead_max,
+                                   remote=remote)
 
     # ---------------------------------------------------------------- public
 
