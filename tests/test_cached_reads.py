@@ -18,7 +18,7 @@ from mountutil import mounted
 from zarr.codecs import BytesCodec, ZstdCodec
 
 from zarrfs.engine.engine import Engine
-from zarrfs.engine.served import SEQUENTIAL_REACH
+from zarrfs.engine.served import MAX_RAW_FILES, SEQUENTIAL_REACH
 from zarrfs.options import EngineOptions
 from zarrfs.view import Handle, VirtualTree
 
@@ -194,22 +194,13 @@ def test_a_chunk_c_read_from_gets_a_second_chance(stored: tuple[Path, np.ndarray
         engine.close()
 
 
-def test_files_c_cannot_answer_are_not_registered(stored: tuple[Path, np.ndarray], tmp_path: Path) -> None:
+def test_files_c_cannot_answer_are_not_registered(stored: tuple[Path, np.ndarray]) -> None:
     path, _ = stored
     engine = Engine.open(str(path), options=EngineOptions(cache_bytes=64 << 20))
     try:
         tree = VirtualTree(engine, root_name="a")
         assert tree.open("/a.json").served_file() is None  # metadata alone
         assert tree.open("/a.raw").served_file() is not None
-    finally:
-        engine.close()
-    plain = tmp_path / "plain.zarr"  # uncompressed local chunks are read from their files
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        zarr.create_array(str(plain), shape=(8, 8), chunks=(4, 4), dtype="<u2", compressors=None)[...] = 1
-    engine = Engine.open(str(plain), options=EngineOptions(cache_bytes=64 << 20))
-    try:
-        assert VirtualTree(engine, root_name="p").open("/p.raw").served_file() is None
     finally:
         engine.close()
 
@@ -309,3 +300,67 @@ def test_the_fast_read_callback_is_installed_once_at_a_time() -> None:
     assert sys.getrefcount(table) == baseline
     assert install(table.serve_capsule(), address, 16) > 0  # a later mount of the same process
     uninstall()
+
+
+@pytest.mark.parametrize("zarr_format", [2, 3])
+def test_uncompressed_local_chunks_are_read_from_their_files_in_c(tmp_path: Path, zarr_format: int) -> None:
+    """Chunk files Python has read raw are read by C afterwards, at any alignment and across rows;
+    an absent chunk (fill value) and a file cut short since stay Python's; C keeps a bounded
+    number of them open and lets go of an array's files with its reader."""
+    truth = np.random.default_rng(5).integers(0, 1 << 30, (800, 3000), dtype="<i4")  # 9.6 MB
+    truth[:, 1000:1500] = 3  # chunk column 2: never written, fill value 3
+    store = tmp_path / "plain.zarr"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        array = zarr.create_array(str(store), shape=truth.shape, chunks=(40, 500), dtype="<i4", compressors=None,
+                                  fill_value=3, zarr_format=zarr_format)
+        for column in (0, 1, 3, 4, 5):
+            array[:, column * 500:(column + 1) * 500] = truth[:, column * 500:(column + 1) * 500]
+    raw = truth.tobytes()
+    row = truth.shape[1] * 4
+    engine = Engine.open(str(store), options=EngineOptions(cache_bytes=64 << 20))
+    try:
+        handle = VirtualTree(engine, root_name="p").open("/p.raw")
+        served = handle.served_file()
+        assert served is not None  # a plain local array is served in C too
+        table = engine.cache.served.table
+        table.open_file(FH, *served)
+        whole = np.empty(len(raw), np.uint8)
+        assert handle.read_into(0, whole) == len(raw) and whole.tobytes() == raw  # Python, raw reads
+        assert table.counters()["chunks"] == MAX_RAW_FILES  # 100 files present of 120, more than C keeps
+        rng = random.Random(zarr_format)
+        answered = 0
+        for _ in range(2000):
+            offset = rng.randrange(len(raw) - 1)
+            size = rng.randint(1, min(3 * row, len(raw) - offset))
+            got = serve(engine, offset, size)
+            if got is not None:
+                assert got == raw[offset:offset + size], (offset, size)
+                answered += 1
+        assert answered > 50  # reads whose chunks are all among the 64 files C keeps, not continuing the last
+        assert serve(engine, 1000 * 4 + 8 * row, 16) is None  # chunk column 2: absent, fill value
+        last = (19, 5)  # chunk (rows 760-799, columns 2500-2999): read last, so open in C
+        start = (last[0] * 40 * truth.shape[1] + last[1] * 500) * 4
+        assert serve(engine, start, 40) == raw[start:start + 40]
+        chunk_file = store / ("c/19/5" if zarr_format == 3 else "19.5")
+        os.truncate(chunk_file, 100)  # cut short under the mount: C's read comes short, Python decides
+        assert serve(engine, start, 40) is None
+        engine.cache.served.forget_array(handle.reader._key_prefix, handle.reader._token)
+        assert table.counters()["chunks"] == 0
+    finally:
+        engine.close()
+
+
+def test_dd_of_an_uncompressed_array_is_answered_in_c(tmp_path: Path) -> None:
+    store = tmp_path / "u.zarr"
+    """A chunk file is read by Python once (which gives it to C), then by C: chunks of 1024 rows
+    take four 1 MiB reads each."""
+    truth = np.random.default_rng(6).integers(0, 255, (4096, 4096), dtype="u1")  # 16 MiB
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        zarr.create_array(str(store), shape=truth.shape, chunks=(1024, 1024), dtype="u1", compressors=None)[...] = truth
+    with mounted(store, tmp_path / "mnt", tmp_path / "log") as mount:
+        copied = (mount / "u.raw").read_bytes()
+        stats = json.loads((mount / ".zarrfs-stats.json").read_text())
+    assert copied == truth.tobytes()
+    assert stats["reads"]["answered_in_c_in_streams"] > 0, stats["reads"]

@@ -29,16 +29,27 @@
  *   a stream that turns sequential is noticed.
  * - Anything unusual (a read outside the element region, a chunk not cached
  *   or not laid out as expected, too many pieces) is -1.
+ * - Uncompressed chunks of local arrays are not cached: their files hold the
+ *   elements as the reply wants them (engine/direct.py). Python registers the
+ *   files it has read that way (`add_file`, a bounded number); C keeps its
+ *   own descriptor and reads the wanted rows with `preadv`, outside the lock
+ *   (a read may wait for the disk), the file pinned meanwhile: a file removed
+ *   while pinned is closed by the last read using it.
  * - Chunks it served are marked touched; the cache gives a touched chunk a
  *   second chance before evicting it, as if the read had moved it to the
  *   end of its LRU order.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
 #include <time.h>
+#include <unistd.h>
 
 #define MAX_DIMS 32
 /* Pieces (a run of one row in one chunk) one read may copy; a read needing more takes the Python
@@ -50,13 +61,32 @@
  * own megabyte blocks: allocated from Python's small-object allocator (`PyMem_Malloc`, always
  * with the GIL), not from the heap those blocks share, where small blocks left between them
  * would keep freed pages resident. */
+/* An uncompressed chunk's file: its elements in C order, the array's dtype. */
+typedef struct RawFile {
+    int fd;
+    int pins; /* reads copying from it now, outside the lock */
+    int dead; /* removed while pinned: the last of those reads closes and frees it */
+    int ndim;
+    int64_t itemsize;
+    int64_t shape[MAX_DIMS], strides[MAX_DIMS]; /* the stored chunk's, strides in bytes */
+} RawFile;
+
 typedef struct Chunk {
     struct Chunk *next;
     uint64_t token;
     int64_t index; /* flat, C order over the chunk grid */
-    Py_buffer view; /* holds the array and its memory while the chunk is here */
+    Py_buffer view; /* a decoded chunk: holds the array and its memory while the chunk is here */
+    RawFile *file; /* or an uncompressed chunk's file (view unused) */
     int touched;
 } Chunk;
+
+/* A run of one row in a chunk file, read after the lock is let go. */
+typedef struct {
+    RawFile *file;
+    int64_t at; /* byte offset in the file */
+    char *to;
+    int64_t bytes;
+} FilePiece;
 
 typedef struct File {
     struct File *next;
@@ -141,11 +171,26 @@ static Chunk *unlink_chunk(CachedReads *self, uint64_t token, int64_t index) {
     return NULL;
 }
 
+/* Let go of a chunk file: close it now, or leave that to the last read that has it pinned. */
+static void release_file(CachedReads *self, RawFile *file) {
+    pthread_mutex_lock(&self->lock);
+    int pinned = file->pins > 0;
+    file->dead = pinned;
+    pthread_mutex_unlock(&self->lock);
+    if (!pinned) {
+        close(file->fd);
+        PyMem_RawFree(file);
+    }
+}
+
 /* Release what a chunk held (with the GIL), after it was unlinked. */
-static void free_chunk(Chunk *chunk) {
+static void free_chunk(CachedReads *self, Chunk *chunk) {
     if (chunk == NULL)
         return;
-    PyBuffer_Release(&chunk->view);
+    if (chunk->file != NULL)
+        release_file(self, chunk->file);
+    else
+        PyBuffer_Release(&chunk->view);
     PyMem_Free(chunk);
 }
 
@@ -181,6 +226,67 @@ static int continues_stream(const CachedReads *self, File *f, int64_t offset, in
     return sequential;
 }
 
+/* preadv [at, at + bytes) of `fd` into `count` buffers; 0 if it all came. */
+static int read_run(int fd, const struct iovec *iov, int count, int64_t at, int64_t bytes) {
+    ssize_t got;
+    do
+        got = preadv(fd, iov, count, at);
+    while (got < 0 && errno == EINTR);
+    return got == bytes ? 0 : -1;
+}
+
+/* Read the pieces, one preadv per run of adjacent bytes of one file (the rows of a block of a
+ * chunk are adjacent in its file); -1 if any came short (a file cut or failing: Python redoes it). */
+static int read_file_pieces(const FilePiece *pieces, int n) {
+    struct iovec iov[MAX_PIECES_PER_READ];
+    char taken[MAX_PIECES_PER_READ] = {0};
+    for (int i = 0; i < n; i++) {
+        if (taken[i])
+            continue;
+        RawFile *file = pieces[i].file;
+        int count = 0;
+        int64_t start = pieces[i].at, end = pieces[i].at;
+        for (int j = i; j < n; j++) {
+            if (taken[j] || pieces[j].file != file)
+                continue;
+            if (count > 0 && (pieces[j].at != end || count == IOV_MAX)) {
+                if (read_run(file->fd, iov, count, start, end - start) < 0)
+                    return -1;
+                count = 0;
+                start = pieces[j].at;
+            }
+            iov[count].iov_base = pieces[j].to;
+            iov[count].iov_len = (size_t)pieces[j].bytes;
+            count++;
+            end = pieces[j].at + pieces[j].bytes;
+            taken[j] = 1;
+        }
+        if (count > 0 && read_run(file->fd, iov, count, start, end - start) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* Under the lock: the read is done with these pieces' files. A file removed meanwhile is left
+ * for `close_dead_files` (its piece's file pointer is kept; the others are cleared). */
+static void unpin_files(FilePiece *pieces, int n) {
+    for (int i = 0; i < n; i++) {
+        RawFile *file = pieces[i].file;
+        if (--file->pins > 0 || !file->dead)
+            pieces[i].file = NULL;
+    }
+}
+
+/* After the lock: close and free the files whose last pin was just let go after their removal. */
+static void close_dead_files(const FilePiece *pieces, int n) {
+    for (int i = 0; i < n; i++) {
+        if (pieces[i].file != NULL) {
+            close(pieces[i].file->fd);
+            PyMem_RawFree(pieces[i].file);
+        }
+    }
+}
+
 /* Copy [offset, offset + size) of file `fh` into `out` if every byte comes from cached chunks;
  * the bytes copied, or -1 (`out` may then hold some of them: the Python path writes it all).
  *
@@ -192,12 +298,13 @@ static long serve(void *table, uint64_t fh, char *out, size_t size, int64_t offs
     int64_t began = now_ns();
     long answer = -1;
     Chunk *used[MAX_PIECES_PER_READ];
-    int pieces = 0;
+    FilePiece from_files[MAX_PIECES_PER_READ];
+    int pieces = 0, file_pieces = 0, in_stream = 0;
     pthread_mutex_lock(&self->lock);
     File *f = find_file(self, fh);
     if (f == NULL || size == 0)
         goto done;
-    int in_stream = continues_stream(self, f, offset, (int64_t)size);
+    in_stream = continues_stream(self, f, offset, (int64_t)size);
     int64_t start = offset - f->region_start, stop = start + (int64_t)size;
     if (start < 0 || stop > f->region_bytes || (in_stream && stop > f->stream_until))
         goto done;
@@ -221,18 +328,32 @@ static long serve(void *table, uint64_t fh, char *out, size_t size, int64_t offs
             int64_t c = b / edge_bytes, chunk_start = c * edge_bytes;
             int64_t piece_end = until < chunk_start + edge_bytes ? until : chunk_start + edge_bytes;
             Chunk *chunk = pieces < MAX_PIECES_PER_READ ? find_chunk(self, f->token, lead * f->counts[last] + c) : NULL;
-            if (chunk == NULL || chunk->view.ndim != f->ndim || chunk->view.itemsize != item)
+            if (chunk == NULL)
                 goto done;
-            const Py_buffer *v = &chunk->view;
-            if (piece_end - chunk_start > v->shape[last] * item || (v->strides[last] != item && v->shape[last] > 1))
-                goto done;
-            Py_ssize_t at_chunk = b - chunk_start;
-            for (int axis = 0; axis < last; axis++) {
-                if (within[axis] >= v->shape[axis])
+            int64_t at_chunk = b - chunk_start;
+            RawFile *file = chunk->file;
+            if (file != NULL) { /* read after the lock is let go (`read_file_pieces`) */
+                if (file->ndim != f->ndim || file->itemsize != item || piece_end - chunk_start > file->shape[last] * item)
                     goto done;
-                at_chunk += within[axis] * v->strides[axis];
+                for (int axis = 0; axis < last; axis++) {
+                    if (within[axis] >= file->shape[axis])
+                        goto done;
+                    at_chunk += within[axis] * file->strides[axis];
+                }
+                file->pins++;
+                from_files[file_pieces++] = (FilePiece){file, at_chunk, to, piece_end - b};
+            } else {
+                const Py_buffer *v = &chunk->view;
+                if (v->ndim != f->ndim || v->itemsize != item || piece_end - chunk_start > v->shape[last] * item
+                        || (v->strides[last] != item && v->shape[last] > 1))
+                    goto done;
+                for (int axis = 0; axis < last; axis++) {
+                    if (within[axis] >= v->shape[axis])
+                        goto done;
+                    at_chunk += within[axis] * v->strides[axis];
+                }
+                memcpy(to, (const char *)v->buf + at_chunk, (size_t)(piece_end - b));
             }
-            memcpy(to, (const char *)v->buf + at_chunk, (size_t)(piece_end - b));
             used[pieces++] = chunk;
             to += piece_end - b;
             b = piece_end;
@@ -241,15 +362,25 @@ static long serve(void *table, uint64_t fh, char *out, size_t size, int64_t offs
     }
     for (int i = 0; i < pieces; i++)
         used[i]->touched = 1;
-    self->chunk_hits += (uint64_t)pieces;
-    self->served++;
-    self->served_in_streams += (uint64_t)in_stream;
-    int64_t micros = (now_ns() - began) / 1000;
-    int bucket = bit_length((uint64_t)(micros > 0 ? micros : 0));
-    self->latency[bucket < LATENCY_BUCKETS ? bucket : LATENCY_BUCKETS - 1]++;
     answer = (long)size;
 done:
+    if (file_pieces > 0) { /* no chunk file is read under the lock: a read may wait for the disk */
+        pthread_mutex_unlock(&self->lock);
+        if (answer >= 0 && read_file_pieces(from_files, file_pieces) < 0)
+            answer = -1;
+        pthread_mutex_lock(&self->lock);
+        unpin_files(from_files, file_pieces);
+    }
+    if (answer >= 0) {
+        self->chunk_hits += (uint64_t)pieces;
+        self->served++;
+        self->served_in_streams += (uint64_t)in_stream;
+        int64_t micros = (now_ns() - began) / 1000;
+        int bucket = bit_length((uint64_t)(micros > 0 ? micros : 0));
+        self->latency[bucket < LATENCY_BUCKETS ? bucket : LATENCY_BUCKETS - 1]++;
+    }
     pthread_mutex_unlock(&self->lock);
+    close_dead_files(from_files, file_pieces);
     return answer;
 }
 
@@ -258,6 +389,23 @@ done:
 static int parse_key(PyObject *args, unsigned long long *token, long long *index) {
     return PyArg_ParseTuple(args, "KL", token, index);
 }
+
+static int read_dims(PyObject *seq, int64_t *into, int ndim, const char *what) {
+    PyObject *items = PySequence_Fast(seq, what);
+    if (items == NULL)
+        return -1;
+    int ok = PySequence_Fast_GET_SIZE(items) == ndim;
+    for (int i = 0; ok && i < ndim; i++) {
+        into[i] = PyLong_AsLongLong(PySequence_Fast_GET_ITEM(items, i));
+        ok = into[i] > 0;
+    }
+    Py_DECREF(items);
+    if (!ok && !PyErr_Occurred())
+        PyErr_Format(PyExc_ValueError, "%s must be %d positive ints", what, ndim);
+    return ok ? 0 : -1;
+}
+
+static PyObject *link_chunk(CachedReads *self, Chunk *chunk);
 
 static PyObject *add_chunk(CachedReads *self, PyObject *args) {
     unsigned long long token;
@@ -280,21 +428,85 @@ static PyObject *add_chunk(CachedReads *self, PyObject *args) {
     }
     chunk->token = token;
     chunk->index = index;
+    return link_chunk(self, chunk);
+}
+
+/* Put `chunk` in the table in place of any with its key; takes it over, even on failure. */
+static PyObject *link_chunk(CachedReads *self, Chunk *chunk) {
     pthread_mutex_lock(&self->lock);
-    Chunk *old = unlink_chunk(self, token, index);
+    Chunk *old = unlink_chunk(self, chunk->token, chunk->index);
     if (self->chunk_count >= self->chunk_buckets && grow_chunks(self) < 0) {
         pthread_mutex_unlock(&self->lock);
-        free_chunk(old);
-        free_chunk(chunk);
+        free_chunk(self, old);
+        free_chunk(self, chunk);
         return PyErr_NoMemory();
     }
-    size_t slot = chunk_slot(self, token, index);
+    size_t slot = chunk_slot(self, chunk->token, chunk->index);
     chunk->next = self->chunks[slot];
     self->chunks[slot] = chunk;
     self->chunk_count++;
     pthread_mutex_unlock(&self->lock);
-    free_chunk(old);
+    free_chunk(self, old);
     Py_RETURN_NONE;
+}
+
+static PyObject *add_file(CachedReads *self, PyObject *args) {
+    unsigned long long token;
+    long long index, itemsize;
+    PyObject *path, *shape;
+    if (!PyArg_ParseTuple(args, "KLO&OL:add_file", &token, &index, PyUnicode_FSConverter, &path, &shape, &itemsize))
+        return NULL;
+    RawFile *file = PyMem_RawCalloc(1, sizeof(RawFile));
+    Py_ssize_t ndim = PySequence_Size(shape);
+    if (file == NULL || ndim < 1 || ndim > MAX_DIMS || itemsize < 1) {
+        Py_DECREF(path);
+        PyMem_RawFree(file);
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_ValueError, "add_file: 1 to 32 dimensions and an item size");
+        return NULL;
+    }
+    file->ndim = (int)ndim;
+    file->itemsize = itemsize;
+    if (read_dims(shape, file->shape, file->ndim, "shape") < 0) {
+        Py_DECREF(path);
+        PyMem_RawFree(file);
+        return NULL;
+    }
+    int64_t stride = itemsize;
+    for (int axis = file->ndim - 1; axis >= 0; axis--) {
+        file->strides[axis] = stride;
+        stride *= file->shape[axis];
+    }
+    struct stat info;
+    int fd, failed;
+    Py_BEGIN_ALLOW_THREADS
+    fd = open(PyBytes_AS_STRING(path), O_RDONLY | O_CLOEXEC);
+    failed = fd < 0 || fstat(fd, &info) < 0;
+    Py_END_ALLOW_THREADS
+    if (failed || info.st_size != stride) {
+        if (failed)
+            PyErr_SetFromErrnoWithFilenameObject(PyExc_OSError, path);
+        else
+            PyErr_Format(PyExc_ValueError, "add_file: %lld bytes, not one chunk's %lld", (long long)info.st_size,
+                         (long long)stride);
+        if (fd >= 0)
+            close(fd);
+        Py_DECREF(path);
+        PyMem_RawFree(file);
+        return NULL;
+    }
+    Py_DECREF(path);
+    file->fd = fd;
+    Chunk *chunk = PyMem_Calloc(1, sizeof(Chunk));
+    if (chunk == NULL) {
+        close(fd);
+        PyMem_RawFree(file);
+        return PyErr_NoMemory();
+    }
+    chunk->token = token;
+    chunk->index = index;
+    chunk->file = file;
+    return link_chunk(self, chunk);
 }
 
 static PyObject *remove_chunk(CachedReads *self, PyObject *args) {
@@ -307,7 +519,7 @@ static PyObject *remove_chunk(CachedReads *self, PyObject *args) {
     pthread_mutex_unlock(&self->lock);
     if (chunk == NULL)
         Py_RETURN_FALSE;
-    free_chunk(chunk);
+    free_chunk(self, chunk);
     Py_RETURN_TRUE;
 }
 
@@ -339,7 +551,7 @@ static void drop_all_chunks(CachedReads *self) {
         pthread_mutex_unlock(&self->lock);
         if (chunk == NULL)
             return;
-        free_chunk(chunk);
+        free_chunk(self, chunk);
     }
 }
 
@@ -365,7 +577,7 @@ static PyObject *remove_array(CachedReads *self, PyObject *args) {
     pthread_mutex_unlock(&self->lock);
     while (gone != NULL) {
         Chunk *next = gone->next;
-        free_chunk(gone);
+        free_chunk(self, gone);
         gone = next;
     }
     Py_RETURN_NONE;
@@ -374,21 +586,6 @@ static PyObject *remove_array(CachedReads *self, PyObject *args) {
 static PyObject *clear_chunks(CachedReads *self, PyObject *unused) {
     drop_all_chunks(self);
     Py_RETURN_NONE;
-}
-
-static int read_dims(PyObject *seq, int64_t *into, int ndim, const char *what) {
-    PyObject *items = PySequence_Fast(seq, what);
-    if (items == NULL)
-        return -1;
-    int ok = PySequence_Fast_GET_SIZE(items) == ndim;
-    for (int i = 0; ok && i < ndim; i++) {
-        into[i] = PyLong_AsLongLong(PySequence_Fast_GET_ITEM(items, i));
-        ok = into[i] > 0;
-    }
-    Py_DECREF(items);
-    if (!ok && !PyErr_Occurred())
-        PyErr_Format(PyExc_ValueError, "open_file: %s must be %d positive ints", what, ndim);
-    return ok ? 0 : -1;
 }
 
 static PyObject *open_file(CachedReads *self, PyObject *args) {
@@ -549,6 +746,9 @@ static void cached_reads_dealloc(CachedReads *self) {
 static PyMethodDef cached_reads_methods[] = {
     {"add_chunk", (PyCFunction)add_chunk, METH_VARARGS,
      "add_chunk(token, index, array): chunk `index` (flat, C order) of the array `token` is cached."},
+    {"add_file", (PyCFunction)add_file, METH_VARARGS,
+     "add_file(token, index, path, shape, itemsize): chunk `index` of the array `token` is the file at "
+     "`path`, its C-order elements uncompressed (a chunk of `shape`: ValueError if the size differs)."},
     {"remove_chunk", (PyCFunction)remove_chunk, METH_VARARGS,
      "remove_chunk(token, index) -> bool: it left the cache (False if it was not here)."},
     {"take_touched", (PyCFunction)take_touched, METH_VARARGS,

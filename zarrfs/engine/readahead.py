@@ -90,6 +90,7 @@ class Readahead:
                  cache: ChunkCache, *, enabled: bool, readahead_max: int | None = None, remote: bool = False) -> None:
         budget_bytes = cache.budget_bytes
         self.cache = cache
+        self.enabled = enabled
         self.grid = read_grid
         self.itemsize = itemsize
         self.nbytes = nbytes
@@ -201,6 +202,8 @@ class Readahead:
         doubles it)."""
         if not stream.sequential or stream.band_index < 0 or not self.grid.shape:
             return 0
+        if not self.enabled:  # chunk files read raw: nothing cached to load ahead or hand on
+            return self.nbytes
         until = self.nbytes
         axis = self.grid.axes[0]
         if stream.band_index + 1 < axis.count:  # `passed` hands on the band once a read starts here

@@ -63,9 +63,11 @@ class ArrayReader:
         edges = tuple(axis.uniform_edge() for axis in self.grid.axes)
         self._regular = (self.grid.shape, edges) if self.grid.shape and self._files is None \
             and all(edge is not None for edge in edges) else None
-        # Reads of such a grid, when the file reading them is open in the FUSE front, are answered
-        # in C from the cached chunks first (served.py, `served_layout`); not for an empty array.
-        self._served_grid = self._regular if self._regular is not None and all(self.grid.shape) else None
+        # Reads of a regular grid, when the file reading them is open in the FUSE front, are
+        # answered in C from cached chunks or chunk files read raw first (served.py,
+        # `served_layout`); not for an empty array.
+        self._served_grid = (self.grid.shape, edges) if self.grid.shape and all(self.grid.shape) \
+            and all(edge is not None for edge in edges) else None
         if self._served_grid is not None:
             cache.served.register_array(self._key_prefix, self._token,
                                         tuple(axis.count for axis in self.grid.axes), self.meta.dtype)
@@ -270,8 +272,11 @@ class ArrayReader:
         path = self.source.raw_file(coords)
         if path is None:
             return False
-        return self._files.read_block(self._token, path, self.grid.stored_shape(coords), src, destination,
-                                      cached_only=cached_only)
+        shape = self.grid.stored_shape(coords)
+        done = self._files.read_block(self._token, path, shape, src, destination, cached_only=cached_only)
+        if done and self._served_grid is not None:
+            self.cache.served.read_raw((self._key_prefix, coords), path, shape)
+        return done
 
     def _wait(self, pending: dict, values: dict) -> None:
         _, late = wait(pending.values(), timeout=self.timeout)

@@ -2,8 +2,9 @@
 
 The cache tells `ServedChunks` of every chunk it keeps and every chunk that
 leaves it; readers register their arrays (regular chunk grids only) and the
-FUSE front registers open files. The C side then answers random reads whose
-bytes all lie in cached chunks with no GIL; everything else takes the Python
+files of uncompressed local chunks they have read raw (engine/direct.py), and
+the FUSE front registers open files. The C side then answers reads whose
+bytes all lie in those chunks with no GIL; everything else takes the Python
 path. Both paths give the same bytes: a chunk is only handed to C
 when its elements are laid out as the reader would copy them (the array's
 dtype, byte order included, and contiguous rows).
@@ -11,6 +12,8 @@ dtype, byte order included, and contiguous rows).
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from collections.abc import Hashable
 from typing import Any
 
@@ -22,6 +25,9 @@ from ._cached_reads import CachedReads
 # sequential stream: the one rule `Readahead.track` and the C path both go by, so that every
 # read of a stream reaches readahead.
 SEQUENTIAL_REACH = 1 << 20
+# Chunk files the C side keeps open at most (each a descriptor), the least recently registered
+# closed first: a sequential stream reads one band of chunk files at a time.
+MAX_RAW_FILES = 64
 
 
 class ServedChunks:
@@ -29,6 +35,8 @@ class ServedChunks:
         self.table = CachedReads(SEQUENTIAL_REACH)
         # By cache key prefix: (array token, chunks per axis, dtype) of arrays C may serve.
         self._arrays: dict[Hashable, tuple[int, tuple[int, ...], np.dtype]] = {}
+        self._raw_files: OrderedDict[tuple[int, int], None] = OrderedDict()  # (token, index) given to C
+        self._raw_lock = threading.Lock()
 
     def register_array(self, prefix: Hashable, token: int, chunk_counts: tuple[int, ...], dtype: np.dtype) -> None:
         """Chunks cached under keys `(prefix, coords)` belong to array `token`, a regular grid of
@@ -40,6 +48,9 @@ class ServedChunks:
         leave it later, unknown here). Safe from a finalizer: no lock of the cache is taken."""
         self._arrays.pop(prefix, None)
         self.table.remove_array(token)
+        with self._raw_lock:
+            for place in [place for place in self._raw_files if place[0] == token]:
+                del self._raw_files[place]
 
     def cached(self, key: Hashable, value: Any) -> None:
         """The cache now holds `value` under `key`."""
@@ -50,6 +61,25 @@ class ServedChunks:
         if isinstance(value, np.ndarray) and value.dtype == dtype and not dtype.hasobject \
                 and value.ndim == len(key[1]):  # type: ignore[index]
             self.table.add_chunk(token, index, value)
+
+    def read_raw(self, key: Hashable, path: str, shape: tuple[int, ...]) -> None:
+        """Python just read part of chunk `key` raw from its file at `path` (C-order elements of
+        the array's dtype, a chunk of `shape`): C may read the next parts itself."""
+        place = self._place(key)
+        if place is None:
+            return
+        token, index, dtype = place
+        with self._raw_lock:
+            if (token, index) in self._raw_files:
+                self._raw_files.move_to_end((token, index))
+                return
+            try:
+                self.table.add_file(token, index, path, shape, dtype.itemsize)
+            except (OSError, ValueError):  # gone or changed since: the Python path knows what to do
+                return
+            self._raw_files[(token, index)] = None
+            if len(self._raw_files) > MAX_RAW_FILES:
+                self.table.remove_chunk(*self._raw_files.popitem(last=False)[0])
 
     def left(self, key: Hashable) -> None:
         """`key` left the cache: C lets go of its memory now, before anything reuses it."""
@@ -64,6 +94,8 @@ class ServedChunks:
 
     def clear(self) -> None:
         self.table.clear_chunks()
+        with self._raw_lock:
+            self._raw_files.clear()
 
     def _place(self, key: Hashable) -> tuple[int, int, np.dtype] | None:
         """(array token, flat chunk index, dtype) of a chunk key of a registered array, else None."""
