@@ -252,11 +252,13 @@ class ChunkCache:
                         self._recyclable[key] = None
 
     def note_read(self, keys: Iterable[Hashable]) -> None:
-        """Reads answered in C (engine/served.py) used these chunks: like a read here, they take
-        them out of readahead's share of the budget."""
+        """Reads answered in C (engine/served.py) use these chunks: like a read here, they take
+        them out of readahead's share of the budget and make them the most recently used."""
         with self._lock:
             for key in keys:
                 self._mark_read(key)
+                if key in self._entries:
+                    self._entries.move_to_end(key)
 
     def claim(self, nbytes: int) -> None:
         """Note that a sequential stream is reading a band of `nbytes` now: chunks the cache must

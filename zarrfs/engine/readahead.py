@@ -224,8 +224,13 @@ class Readahead:
     def answered_in_c(self, stream: ReadStream, start: int) -> list[Coords]:
         """The chunks of the bytes this stream read in C since its last read here (which ends
         where `start` begins, or where the stretch did)."""
-        begin, end = stream.next_offset, min(start, stream.c_until)
-        if not stream.c_until or begin < 0 or begin >= end:
+        if not stream.c_until:
+            return []
+        return self.chunks_between(stream.next_offset, min(start, stream.c_until))
+
+    def chunks_between(self, begin: int, end: int) -> list[Coords]:
+        """The chunks holding bytes [begin, end) of the array (none if the range is empty)."""
+        if begin < 0 or begin >= end:
             return []
         first, last, _ = element_range(begin, end, self.itemsize)
         return chunks_of_elements(self.grid, first, last)
