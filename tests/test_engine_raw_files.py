@@ -19,13 +19,13 @@ from pathlib import Path
 import numcodecs
 import numpy as np
 import pytest
-
 from oracles import Oracle, sample, write_zarr
+
 from zarrfs.engine.direct import ChunkFiles, _contiguous_start
 from zarrfs.engine.engine import Engine
+from zarrfs.engine.readahead import ReadStream
 from zarrfs.engine.served import MAX_RAW_FILES
 from zarrfs.errors import ChunkError
-from zarrfs.engine.readahead import ReadStream
 from zarrfs.stores.store import Store
 
 

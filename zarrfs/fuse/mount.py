@@ -28,8 +28,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import ZarrfsError
-from ..options import EngineOptions
 from ..memory import HeapTrimmer, memory_figures, trim_slack, tune_process
+from ..options import EngineOptions
 from .mountpoints import device, fstype, holders
 from .stopper import Stopper
 
