@@ -149,3 +149,32 @@ def test_dd_through_a_mount_is_answered_in_c(tmp_path: Path) -> None:
     # Bands of 8 MiB and a 32 MiB cache allow stretches of 2-3 MiB (`c_stretch`), and a cold read
     # often waits for the chunks: a few reads (bench/bench_mount.py's bands of 64 MiB: most reads).
     assert stats["reads"]["answered_in_c_in_streams"] > 0, stats["reads"]
+
+
+def test_a_stream_over_small_uncompressed_chunk_files_is_answered_in_c(tmp_path: Path) -> None:
+    """Bands of chunk files smaller than a read: the files are given to C ahead of the stream, so
+    most reads are answered there, not only those inside a band Python has opened."""
+    truth = np.random.default_rng(7).integers(0, 255, (1024, 8192), dtype="u1")  # bands of 512 KiB
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        zarr.create_array(str(tmp_path / "u.zarr"), shape=truth.shape, chunks=(64, 1024), dtype="u1",
+                          compressors=None)[...] = truth
+    expected = truth.tobytes()
+    engine = Engine.open(str(tmp_path / "u.zarr"), options=EngineOptions(cache_bytes=32 << 20))
+    try:
+        handle = VirtualTree(engine, root_name="u").open("/u.raw")
+        table = engine.cache.served.table
+        table.open_file(FH, *handle.served_file())
+        handle.stream.allow_c = lambda until: table.allow_stream(FH, until)
+        size = 1 << 20
+        got = bytearray()
+        in_c = 0
+        for offset in range(0, len(expected), size):
+            out = np.empty(size, np.uint8)
+            in_c += _front_read(engine, handle, offset, out)
+            got += out.tobytes()
+        assert bytes(got) == expected
+        assert in_c >= 4, in_c  # of 8 reads: the first two reach Python (the stream is not known yet)
+        assert engine.cache.stats().loads == 0  # every byte from the files, none decoded
+    finally:
+        engine.close()

@@ -24,6 +24,10 @@ from .chunks import ChunkSource
 from .direct import ChunkFiles
 from .geometry import Coords, element_range, plan_elements, plan_row
 from .readahead import Readahead, ReadStream, windowed
+from .served import MAX_RAW_FILES
+
+# How far ahead of a stream over uncompressed chunk files their files are given to C.
+RAW_AHEAD_BYTES = 4 << 20
 
 # A block of one chunk and where it goes: (chunk coords, block in the chunk, a view of the output).
 Target = tuple[Coords, tuple[slice, ...], np.ndarray]
@@ -142,6 +146,17 @@ class ArrayReader:
                 self.cache.note_read([(self._key_prefix, c) for c in used])
             stream.c_until = until
             stream.allow_c(until)
+            if self._files is not None and until > stream.next_offset:
+                self._open_ahead_in_c(stream.next_offset, min(until, stream.next_offset + RAW_AHEAD_BYTES))
+
+    def _open_ahead_in_c(self, begin: int, end: int) -> None:
+        """Give C the chunk files of bytes [begin, end) before the stream reads them: else the
+        first read of each band of chunk files comes to Python to open them, and when a band is
+        smaller than a read, every read does."""
+        for coords in self.readahead.chunks_between(begin, end)[:MAX_RAW_FILES // 2]:
+            path = self.source.raw_file(coords)
+            if path is not None:
+                self.cache.served.open_raw_file((self._key_prefix, coords), path, self.grid.stored_shape(coords))
 
     def served_layout(self) -> tuple[int, int, tuple[int, ...], tuple[int, ...]] | None:
         """(array token, item size, shape, chunk edges) for `ServedChunks`' files, or None when
@@ -284,7 +299,7 @@ class ArrayReader:
         shape = self.grid.stored_shape(coords)
         done = self._files.read_block(self._token, path, shape, src, destination, cached_only=cached_only)
         if done and self._served_grid is not None:
-            self.cache.served.read_raw((self._key_prefix, coords), path, shape)
+            self.cache.served.open_raw_file((self._key_prefix, coords), path, shape)
         return done
 
     def _wait(self, pending: dict, values: dict) -> None:

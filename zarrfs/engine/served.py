@@ -62,9 +62,9 @@ class ServedChunks:
                 and value.ndim == len(key[1]):  # type: ignore[index]
             self.table.add_chunk(token, index, value)
 
-    def read_raw(self, key: Hashable, path: str, shape: tuple[int, ...]) -> None:
-        """Python just read part of chunk `key` raw from its file at `path` (C-order elements of
-        the array's dtype, a chunk of `shape`): C may read the next parts itself."""
+    def open_raw_file(self, key: Hashable, path: str, shape: tuple[int, ...]) -> None:
+        """C may read chunk `key` from its file at `path` (C-order elements of the array's dtype,
+        uncompressed, a chunk of `shape`), which the Python path reads raw (engine/direct.py)."""
         place = self._place(key)
         if place is None:
             return
