@@ -48,9 +48,9 @@ class ServedChunks:
         leave it later, unknown here). Safe from a finalizer: no lock of the cache is taken."""
         self._arrays.pop(prefix, None)
         self.table.remove_array(token)
-        with self._raw_lock:
-            for place in [place for place in self._raw_files if place[0] == token]:
-                del self._raw_files[place]
+        # Its chunk files' places stay in `_raw_files` (taking the lock here could deadlock the
+        # thread holding it, if the collector runs this finalizer there) and leave it as the
+        # oldest: tokens are never reused, so they name nothing C holds.
 
     def cached(self, key: Hashable, value: Any) -> None:
         """The cache now holds `value` under `key`."""
