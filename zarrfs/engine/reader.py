@@ -100,7 +100,7 @@ class ArrayReader:
             return 0
         size = stop - start
         if stream is not None:
-            if stream.c_until:
+            if stream.c_until and self._files is None:
                 # Chunks the reads answered in C used are no longer readahead's (`ChunkCache.note_read`).
                 used = self.readahead.answered_in_c(stream, start)
                 if used:
@@ -141,7 +141,8 @@ class ArrayReader:
             # readahead loaded the band after it, and each chunk the stream then reloaded evicted
             # the next it needed: 1.06-1.07 decodes per chunk in two of five passes over 1 GiB
             # with a 256 MiB budget; 1.00-1.01 with this.)
-            used = self.readahead.chunks_between(stream.next_offset, until)
+            # (Chunk files read raw are not cached, and their stretch is the rest of the file.)
+            used = self.readahead.chunks_between(stream.next_offset, until) if self._files is None else []
             if used:
                 self.cache.note_read([(self._key_prefix, c) for c in used])
             stream.c_until = until
@@ -160,7 +161,7 @@ class ArrayReader:
 
     def served_layout(self) -> tuple[int, int, tuple[int, ...], tuple[int, ...]] | None:
         """(array token, item size, shape, chunk edges) for `ServedChunks`' files, or None when
-        the C path cannot serve this array (an irregular grid, plain local chunk files)."""
+        the C path cannot serve this array (an irregular grid, or an empty array)."""
         if self._served_grid is None:
             return None
         shape, edges = self._served_grid
