@@ -777,8 +777,8 @@ static PyTypeObject CachedReadsType = {
     .tp_name = "zarrfs.engine._cached_reads.CachedReads",
     .tp_basicsize = sizeof(CachedReads),
     .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "CachedReads(sequential_bytes): open files and cached chunks that small reads are served from "
-              "without Python.",
+    .tp_doc = "CachedReads(sequential_bytes): open files, cached chunks and chunk files that reads are "
+              "served from without Python.",
     .tp_new = PyType_GenericNew,
     .tp_init = (initproc)cached_reads_init,
     .tp_dealloc = (destructor)cached_reads_dealloc,

@@ -131,7 +131,7 @@ class ChunkCache:
         # (`demote(recycle=True)`), oldest first.
         self._recyclable: dict[Hashable, None] = {}
         self._stats = CacheStats()
-        # Cached chunks as the C path for small reads sees them (served.py): told of every chunk
+        # Cached chunks as the C read path sees them (served.py): told of every chunk
         # that enters or leaves `_entries`, always before its memory can go to another decode.
         self.served = ServedChunks()
 

@@ -101,7 +101,9 @@ class ArrayReader:
         size = stop - start
         if stream is not None:
             if stream.c_until and self._files is None:
-                # Chunks the reads answered in C used are no longer readahead's (`ChunkCache.note_read`).
+                # Chunks the reads answered in C used are no longer readahead's (`ChunkCache.note_read`):
+                # those of the stretch were counted when it was granted (`_allow_c`); this counts
+                # the ones that were still loading then.
                 used = self.readahead.answered_in_c(stream, start)
                 if used:
                     self.cache.note_read([(self._key_prefix, c) for c in used])

@@ -1,4 +1,4 @@
-"""What small reads are served from without Python: the C side (`_cached_reads.c`) of the cache.
+"""What reads are served from without Python: the C side (`_cached_reads.c`) of the cache.
 
 The cache tells `ServedChunks` of every chunk it keeps and every chunk that
 leaves it; readers register their arrays (regular chunk grids only) and the
@@ -22,8 +22,8 @@ import numpy as np
 from ._cached_reads import CachedReads
 
 # A read within max(4 x its size, this) of where the file's last read ended continues a
-# sequential stream: the one rule `Readahead.track` and the C path both go by, so that every
-# read of a stream reaches readahead.
+# sequential stream: the one rule `Readahead.track` and the C path both go by, so that C answers
+# a stream's reads only within the stretch readahead allowed it (`Readahead.c_stretch`).
 SEQUENTIAL_REACH = 1 << 20
 # Chunk files the C side keeps open at most (each a descriptor), the least recently registered
 # closed first: a sequential stream reads one band of chunk files at a time.

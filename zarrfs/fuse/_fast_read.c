@@ -2,8 +2,8 @@
  *
  * `install` returns the address of `fast_read`, which `ReplyBufferFUSE`
  * puts in place of the read callback mfusepy made. Each read goes to the
- * engine's `serve` (zarrfs/engine/_cached_reads.c: a read inside one row of
- * cached chunks, not part of a sequential stream); whatever it does not
+ * engine's `serve` (zarrfs/engine/_cached_reads.c: a read of cached chunks or
+ * uncompressed chunk files, random or within a stream's allowed stretch); whatever it does not
  * answer goes on to mfusepy's callback, the Python path, unchanged. So a
  * read is answered the same way on either path; only its cost differs.
  *

@@ -81,7 +81,7 @@ class ZarrOperations(mfusepy.Operations):
         self._uid, self._gid = os.getuid(), os.getgid()
         self._mount_time_ns = time.time_ns()
         self._reported: set[str] = set()
-        # Open files whose small reads C may answer from cached chunks (`ReplyBufferFUSE`).
+        # Open files whose reads C may answer from cached chunks and chunk files (`ReplyBufferFUSE`).
         self.served = tree.cached_reads
         self.read_times = ServiceTimes(self.served)
         tree.stats_extras["reads"] = self.read_times.summary  # the daemon's part of read latency
@@ -213,8 +213,8 @@ class ZarrOperations(mfusepy.Operations):
 
 class ReplyBufferFUSE(mfusepy.FUSE):
     """mfusepy, with reads written straight into libfuse's reply buffer, the Python thread
-    state of each libfuse thread kept from one request to the next, and random reads of cached
-    chunks answered in C.
+    state of each libfuse thread kept from one request to the next, and reads of cached chunks
+    (random ones, and a sequential stream's between readahead's steps) answered in C.
 
     mfusepy's own `read` takes the `bytes` an operation returns and memmoves
     them into the buffer libfuse will send: one more 1 MiB copy per request
