@@ -29,6 +29,14 @@ RSS rising 1 MiB per 10 minutes or more (runs of 30 minutes and longer) or
 ending more than 16 MiB above its start, or more open files or threads at
 the end than after the warm-up (over HTTP: more sockets than the idle
 connection pool can hold, and the resolver threads asyncio keeps).
+
+The rise is measured at quiet points: the run is cut into segments (at most
+two minutes, about fifteen of them), and after each the readers pause for
+`QUIET_SETTLE_S` while every daemon's memory is sampled. Under load a
+daemon's memory in use moves by several MiB with what is in flight (loads,
+read windows, libfuse's reply buffers: bounded by the budget, and the peak
+check covers them), and a slope fitted through such points crossed the limit
+in runs whose quiet points did not rise.
 """
 
 from __future__ import annotations
@@ -61,6 +69,12 @@ RSS_SLACK_MIB = 100
 SLOPE_LIMIT_MIB_PER_10MIN = 1.0
 SLOPE_MIN_MINUTES = 30
 GROWTH_LIMIT_MIB = 16
+# Quiet points: segments of the run between them, and how long the readers pause before one (loads
+# in flight end, and the daemon's heap trimmer runs once a second).
+QUIET_SEGMENTS = 15
+QUIET_EVERY_MIN_S = 10.0
+QUIET_EVERY_MAX_S = 120.0
+QUIET_SETTLE_S = 3.0
 # A remote daemon's idle connections at most: the store's default bound on requests in flight
 # (zarrfs/options.py: StoreOptions.max_concurrency) and asyncio's self-pipe, a socket pair.
 POOL_SOCKETS = 32 + 2
@@ -351,7 +365,7 @@ class Sampler:
 def memory_point(mountpoint: Path, seconds: float) -> dict[str, float]:
     """One point of the memory series, in MiB: resident (of it anonymous, pages of mapped files, and
     the resident part of the allocator's heap),
-    the allocator's heap (in use and free),
+    the allocator's heap (in use and free, its size, the number of free blocks),
     blocks mapped on their own, the cache's chunks and the bytes held outside it (read windows)."""
     stats = json.loads((mountpoint / ".zarrfs-stats.json").read_text())
     memory, cache = stats["memory"], stats["cache"]
@@ -362,6 +376,8 @@ def memory_point(mountpoint: Path, seconds: float) -> dict[str, float]:
             "rss_heap": round(memory.get("rss_heap_bytes", 0) / mib, 1),
             "heap_in_use": round(memory.get("heap_in_use_bytes", 0) / mib, 1),
             "heap_free": round(memory.get("heap_free_bytes", 0) / mib, 1),
+            "heap_arena": round(memory.get("heap_bytes", 0) / mib, 1),
+            "free_blocks": memory.get("heap_free_blocks", 0),
             "mapped": round(memory.get("mapped_bytes", 0) / mib, 1),
             "cached": round(cache["cached_bytes"] / mib, 1), "held": round(cache.get("held_bytes", 0) / mib, 1),
             "python_blocks": memory["python_blocks"]}
@@ -405,22 +421,43 @@ def _daemon_cache_size(store: Path, cache_size: str) -> str:
     return own if parse_size(own) < parse_size(cache_size) else cache_size
 
 
-def rss_trend(series: list[dict[str, float]]) -> dict[str, float | None]:
-    """How resident memory moved over the run: the least-squares slope over the points after its
-    first sixth (the last 50 minutes of an hour), in MiB per 10 minutes, and the median of the
-    last three points less the median of the first three."""
-    if len(series) < 6:
-        return {"rss_slope_mib_per_10min": None, "rss_anon_slope_mib_per_10min": None, "rss_growth_mib": 0.0}
-    tail = series[len(series) // 6:]
+def rss_trend(quiet: list[dict[str, float]]) -> dict[str, float | None]:
+    """How resident memory moved over the run, at its quiet points: the least-squares slope over
+    the points after the first sixth of them (the last 50 minutes of an hour), in MiB per 10
+    minutes (None with fewer than 6 points), and the last point less the first."""
+    growth = round(quiet[-1]["rss"] - quiet[0]["rss"], 1) if len(quiet) >= 2 else 0.0
+    if len(quiet) < 6:
+        return {"rss_slope_mib_per_10min": None, "rss_anon_slope_mib_per_10min": None, "rss_growth_mib": growth}
+    tail = quiet[len(quiet) // 6:]
     seconds = np.array([p["s"] for p in tail], float)
 
     def slope(kind: str) -> float:
         return round(float(np.polyfit(seconds, np.array([p[kind] for p in tail], float), 1)[0]) * 600, 2)
 
-    growth = float(np.median([p["rss"] for p in series[-3:]]) - np.median([p["rss"] for p in series[:3]]))
     # The anonymous part is the daemon's own memory; the rest is pages of mapped libraries.
     return {"rss_slope_mib_per_10min": slope("rss"), "rss_anon_slope_mib_per_10min": slope("rss_anon"),
-            "rss_growth_mib": round(growth, 1)}
+            "rss_growth_mib": growth}
+
+
+def run_with_quiet_points(files: list[OracleFile], readers: int, seconds: float, seed: int,
+                          kinds: tuple[str, ...], mountpoints: list[Path],
+                          ) -> tuple[Tally, list[list[dict[str, float]]]]:
+    """The readers' load for `seconds` of reading, paused for a quiet point of every daemon's
+    memory at the start and after each segment; the tally and each daemon's quiet points."""
+    every = min(QUIET_EVERY_MAX_S, max(QUIET_EVERY_MIN_S, seconds / QUIET_SEGMENTS))
+    started = time.monotonic()
+    quiet: list[list[dict[str, float]]] = [[memory_point(m, 0.0)] for m in mountpoints]
+    total = Tally()
+    left, segment = seconds, 0
+    while left > 0:
+        length = min(every, left)
+        total.merge(run_readers(files, readers, length, seed + 100 * segment, kinds))
+        left -= length
+        segment += 1
+        time.sleep(QUIET_SETTLE_S)
+        for points, mountpoint in zip(quiet, mountpoints, strict=True):
+            points.append(memory_point(mountpoint, time.monotonic() - started))
+    return total, quiet
 
 
 # --http: each request waits this long, and every FAULT_EVERY seconds one fault is set on the next
@@ -532,8 +569,9 @@ def _soak(stores: dict[str, dict[str, np.ndarray]], proxy: Any, workdir: Path, m
         before = [sample(pid) for pid in pids]
         started = time.monotonic()
         with Sampler(pids, [m for m, _, _ in mounts], series_every) as sampler:
-            main = run_readers(files, readers, minutes * 60, seed + 1000, kinds)
-        elapsed = time.monotonic() - started
+            main, quiet = run_with_quiet_points(files, readers, minutes * 60, seed + 1000, kinds,
+                                                [m for m, _, _ in mounts])
+        elapsed = time.monotonic() - started - QUIET_SETTLE_S * (len(quiet[0]) - 1)  # reading time
         time.sleep(1.0)
         after = [sample(pid) for pid in pids]
         stats = [json.loads((m / ".zarrfs-stats.json").read_text()) for m, _, _ in mounts]
@@ -566,13 +604,13 @@ def _soak(stores: dict[str, dict[str, np.ndarray]], proxy: Any, workdir: Path, m
                      **sampler.peaks(k), "cache": s["cache"], "store_requests": s["store"]["requests"],
                      # the daemon's own time per FUSE read, to tell its latency from the readers' queueing
                      "daemon_read_times": s.get("reads"),
-                     "memory_series": sampler.series[k]}
+                     "memory_series": sampler.series[k], "quiet_series": quiet[k]}
                     for k, (store, budget, i, b, a, s)
                     in enumerate(zip(stores, budgets, idle, before, after, stats, strict=True))],
         "error_samples": (warm.error_samples + main.error_samples)[:5] + (log_problems + read_failures)[:5],
     }
     for daemon in figures["daemons"]:
-        daemon.update(rss_trend(daemon["memory_series"]))
+        daemon.update(rss_trend(daemon["quiet_series"]))
     failures = []
     if figures["wrong_bytes"] or log_problems:
         failures.append(f"{figures['wrong_bytes']} wrong bytes, {len(log_problems)} unexpected log lines")

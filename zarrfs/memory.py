@@ -76,16 +76,16 @@ def memory_figures() -> dict[str, int]:
     `rss_file_bytes` pages of mapped files (libraries: they grow as code paths are first run, and
     the kernel may drop them), `rss_heap_bytes` the resident part of glibc's heap (the rest of
     the process's own memory is the interpreter's object arenas, thread stacks and libraries'
-    data); the `heap_*` figures are glibc's (`mallinfo2`): bytes the
-    heap holds from the system, of which in use and free (free but kept is fragmentation or cache
-    of the allocator), and bytes in blocks mapped on their own; `python_blocks` counts the
+    data); the `heap_*` figures are glibc's (`mallinfo2`): bytes the heap holds from the system,
+    of which in use and free (free but kept is fragmentation or cache of the allocator) and in how
+    many free blocks, and bytes in blocks mapped on their own; `python_blocks` counts the
     interpreter's live objects.
     """
     figures = {"rss_bytes": _resident_bytes(), **_resident_kinds(), **_resident_heap()}
     info = _mallinfo2()
     if info is not None:
         figures.update(heap_bytes=info.arena, heap_in_use_bytes=info.uordblks, heap_free_bytes=info.fordblks,
-                       mapped_bytes=info.hblkhd)
+                       heap_free_blocks=info.ordblks, mapped_bytes=info.hblkhd)
     figures["python_blocks"] = sys.getallocatedblocks()
     return figures
 
