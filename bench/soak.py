@@ -35,8 +35,9 @@ two minutes, about fifteen of them), and after each the readers pause for
 `QUIET_SETTLE_S` while every daemon's memory is sampled. Under load a
 daemon's memory in use moves by several MiB with what is in flight (loads,
 read windows, libfuse's reply buffers: bounded by the budget, and the peak
-check covers them), and a slope fitted through such points crossed the limit
-in runs whose quiet points did not rise.
+check covers them), and a slope fitted through such points mixes that with
+growth (run 18 in docs/soak-2026-11-24.md: 0.81 MiB per 10 minutes through
+one daemon's loaded points, 1.53 through its quiet ones).
 """
 
 from __future__ import annotations
