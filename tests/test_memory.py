@@ -1,5 +1,6 @@
-"""The daemon's memory controls (zarrfs/memory.py, fuse/mount.py): heap trimming and readahead
-slots by budget. (The memory figures of `.zarrfs-stats.json`: test_mount_options.py.)
+"""The daemon's memory controls (zarrfs/memory.py, fuse/mount.py): heap trimming, glibc's
+per-thread caches turned off in every daemon, and readahead slots by budget. (The memory figures
+of `.zarrfs-stats.json`: test_mount_options.py.)
 
 The trimmer test runs in a child process so that what it allocates and frees is that process's
 heap alone, with the allocator settings the daemon uses.
@@ -8,11 +9,19 @@ heap alone, with the allocator settings the daemon uses.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
+import numpy as np
+import pytest
+import zarr
+
+from mountutil import Mount, mounted_many
 from zarrfs.fuse.mount import MAX_BACKGROUND, MIN_BACKGROUND, fuse_concurrency
+from zarrfs.memory import ALLOCATOR_SETTING, allocator_environment
 
 HEAP_HOLES = textwrap.dedent("""
     import ctypes, json, time
@@ -55,3 +64,33 @@ def test_readahead_slots_follow_the_cache_budget() -> None:
     assert fuse_concurrency(512 << 20) == (MAX_BACKGROUND, MAX_BACKGROUND + 8)
     assert fuse_concurrency(32 << 20) == (8, 16)
     assert fuse_concurrency(1 << 20) == (MIN_BACKGROUND, MIN_BACKGROUND + 8)
+
+
+def test_the_allocator_environment_adds_its_setting_once_and_keeps_the_users() -> None:
+    assert allocator_environment({"PATH": "/bin"}) == {"PATH": "/bin", "GLIBC_TUNABLES": ALLOCATOR_SETTING}
+    assert allocator_environment({"GLIBC_TUNABLES": "glibc.malloc.mxfast=0"}) == \
+        {"GLIBC_TUNABLES": f"glibc.malloc.mxfast=0:{ALLOCATOR_SETTING}"}
+    for already in (ALLOCATOR_SETTING, "glibc.malloc.tcache_count=3", f"glibc.malloc.mxfast=0:{ALLOCATOR_SETTING}"):
+        assert allocator_environment({"GLIBC_TUNABLES": already}) is None
+
+
+def _environment(pid: int) -> dict[str, str]:
+    entries = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    return dict(entry.decode().partition("=")[::2] for entry in entries if entry)
+
+
+@pytest.mark.parametrize("foreground", [False, True], ids=["background", "foreground"])
+def test_every_daemon_runs_without_glibcs_thread_caches(foreground: bool, tmp_path: Path) -> None:
+    """A background mount starts its daemon with the setting; a foreground one (systemd's) restarts
+    itself with it, keeping its PID, and serves as before."""
+    assert "GLIBC_TUNABLES" not in os.environ  # the test's own processes start without it
+    store = tmp_path / "data.zarr"
+    data = np.arange(24, dtype="<f4").reshape(4, 6)
+    zarr.open_array(str(store), mode="w", shape=data.shape, chunks=(2, 3), dtype=data.dtype)[...] = data
+    mount = Mount(store, tmp_path / "mnt", tmp_path / "log", foreground=foreground)
+    with mounted_many([mount]):
+        assert mount.pid is not None
+        assert _environment(mount.pid)["GLIBC_TUNABLES"] == ALLOCATOR_SETTING
+        if foreground:
+            assert mount.process is not None and mount.pid == mount.process.pid
+        assert (mount / "data.raw").read_bytes() == data.tobytes()

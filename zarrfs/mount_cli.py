@@ -108,6 +108,7 @@ def run_mount_command(args: argparse.Namespace) -> int:
         MountOptions,
         check_mountpoint,
         report_to_fd,
+        restart_with_allocator_environment,
         serve,
         spawn_daemon,
         unmount,
@@ -137,6 +138,7 @@ def run_mount_command(args: argparse.Namespace) -> int:
         argv, env = daemon_argv(args.argv)  # `ps` shows the daemon only @env: references
         spawn_daemon(argv, args.log_file, env)
         return 0
+    restart_with_allocator_environment(args.argv, args.ready_fd)
     _setup_logging(args.log_level, args.log_file, secret_values(storage_options))
     report = report_to_fd(args.ready_fd) if args.ready_fd is not None else None
     return serve(options, report)

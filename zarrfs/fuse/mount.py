@@ -28,7 +28,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import ZarrfsError
-from ..memory import HeapTrimmer, memory_figures, trim_slack, tune_process
+from ..memory import (
+    HeapTrimmer,
+    allocator_environment,
+    memory_figures,
+    trim_slack,
+    tune_process,
+)
 from ..options import EngineOptions
 from .mountpoints import device, fstype, holders
 from .stopper import Stopper
@@ -343,19 +349,41 @@ def daemon_interpreter() -> list[str]:
     return [sys.executable, "-P", "-m", "zarrfs"]
 
 
+def restart_with_allocator_environment(argv: list[str], ready_fd: int | None) -> None:
+    """Start this daemon afresh, in the same process, if its allocator runs without the settings
+    memory.py's `allocator_environment` gives; return if it has them.
+
+    glibc reads them only when a process starts. A background mount starts its
+    daemon with them (`spawn_daemon`); a daemon started in the foreground (by
+    systemd, or by hand) replaces itself once, before anything else: the same
+    PID (what systemd watches), the same arguments, `ready_fd` kept open.
+    """
+    environ = allocator_environment(os.environ)
+    if environ is None:
+        return
+    if ready_fd is not None:
+        os.set_inheritable(ready_fd, True)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    command = [*daemon_interpreter(), *argv]
+    os.execve(command[0], command, environ)
+
+
 def spawn_daemon(argv: list[str], log_file: str | None, env: dict[str, str]) -> None:
     """Run `zarrfs mount ... --foreground` detached; return once it is READY, raise MountError if it failed.
 
     `env` is added to the daemon's environment (credentials moved out of its
-    command line), not to this process's.
+    command line), not to this process's, and so are the allocator's settings.
     """
+    environ = {**os.environ, **env}
+    environ = allocator_environment(environ) or environ
     read_fd, write_fd = os.pipe()
     stderr = open(log_file, "ab") if log_file else subprocess.DEVNULL  # noqa: SIM115 - handed to the child
     try:
         process = subprocess.Popen(
             [*daemon_interpreter(), *argv, "--foreground", "--ready-fd", str(write_fd)],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=stderr,
-            pass_fds=(write_fd,), start_new_session=True, close_fds=True, env={**os.environ, **env},
+            pass_fds=(write_fd,), start_new_session=True, close_fds=True, env=environ,
         )
     finally:
         os.close(write_fd)
