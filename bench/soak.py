@@ -542,6 +542,7 @@ def soak(workdir: Path, minutes: float, readers: int, cache_size: str, warmup_se
 def _soak(stores: dict[str, dict[str, np.ndarray]], proxy: Any, workdir: Path, minutes: float, readers: int,
           cache_size: str, warmup_seconds: float, seed: int, kinds: tuple[str, ...], series_every: float,
           ) -> dict[str, Any]:
+    from zarrfs.fuse.mount import fuse_concurrency
     from zarrfs.options import parse_size
 
     mounts: list[tuple[Path, Path, Path]] = []
@@ -638,7 +639,10 @@ def _soak(stores: dict[str, dict[str, np.ndarray]], proxy: Any, workdir: Path, m
         # Its idle connections are a pool: as many as requests were last in flight at once (the
         # store lets at most `max_concurrency` run), plus asyncio's self-pipe (a socket pair);
         # faults close some and later requests open others, so only the pool's bound is checked.
-        allowed = 0 if proxy is None else min(32, (os.cpu_count() or 1) + 4)
+        # FUSE threads stay once started (fuse/mount.py), up to the cap for the daemon's budget: a
+        # burst in the run may start some that the warm-up did not.
+        allowed = fuse_concurrency(int(daemon["cache_budget_mib"]) << 20)[1]
+        allowed += 0 if proxy is None else min(32, (os.cpu_count() or 1) + 4)
         sockets = daemon["sockets_start"] if proxy is None else max(daemon["sockets_start"], POOL_SOCKETS)
         files_start, files_end = (daemon[f"fds_{w}"] - daemon[f"sockets_{w}"] for w in ("start", "end"))
         if files_end > files_start or daemon["sockets_end"] > sockets or \

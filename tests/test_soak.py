@@ -2,7 +2,8 @@
 
 Asserted, the figures issue 17 sets for the hour-long run: no error and no
 wrong byte; the caches turned over; no more descriptors or threads when idle
-after the run than when idle after the warm-up; each daemon's peak RSS within
+after the run than when idle after the warm-up (but for FUSE threads, which stay once started, up to
+a cap); each daemon's peak RSS within
 its cache budget + 100 MiB (the idle daemon, interpreter and libraries, takes
 about 50 MiB of that); resident memory at the end of the run no more than
 16 MiB above its start (the free heap a daemon may keep), both taken at quiet
@@ -16,6 +17,8 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+
+from zarrfs.fuse.mount import fuse_concurrency
 
 SOAK = Path(__file__).resolve().parents[1] / "bench" / "soak.py"
 
@@ -35,7 +38,8 @@ def test_short_soak(tmp_path: Path) -> None:
     for daemon in figures["daemons"]:
         assert daemon["cache"]["evictions"] > 0, daemon  # the cache turned over: chunks were decoded again
         assert daemon["fds_end"] <= daemon["fds_start"], daemon
-        assert daemon["threads_end"] <= daemon["threads_start"], daemon
+        # FUSE threads stay once started, up to the cap for the budget (12 for these two daemons)
+        assert daemon["threads_end"] <= daemon["threads_start"] + fuse_concurrency(16 << 20)[1], daemon
         assert daemon["peak_rss_mib"] <= daemon["cache_budget_mib"] + 100, daemon
         assert len(daemon["memory_series"]) >= 10 and len(daemon["quiet_series"]) >= 3, daemon
         assert daemon["rss_growth_mib"] <= 16, daemon
