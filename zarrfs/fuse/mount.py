@@ -198,7 +198,8 @@ MIN_BACKGROUND = 4
 # first page) and frees it when the thread ends. With 8 idle threads kept, the threads beyond them
 # ended after each burst of requests and the next burst's new ones took their buffers from heap
 # pages other blocks had just left resident: in HTTP soaks the 3 MiB daemon's quiet RSS stepped
-# up 4-5 MiB at a time, its heap in use flat. Kept threads cost address space, not memory.
+# up 4-5 MiB at a time, its heap in use flat, a rise without end over a 30-minute run; with the
+# threads kept it rose once, as they first started, and then stayed flat (bench/soak.py --http).
 def fuse_concurrency(cache_bytes: int) -> tuple[int, int]:
     """(readahead requests in flight, FUSE threads) for a daemon with this cache budget."""
     background = max(MIN_BACKGROUND, min(MAX_BACKGROUND, cache_bytes // BUDGET_PER_BACKGROUND))
