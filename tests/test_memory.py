@@ -1,6 +1,6 @@
 """The daemon's memory controls (zarrfs/memory.py, fuse/mount.py): heap trimming, glibc's
-per-thread caches turned off in every daemon, and readahead slots by budget. (The memory figures
-of `.zarrfs-stats.json`: test_mount_options.py.)
+per-thread caches cut to one block a size in every daemon, and readahead slots by budget. (The
+memory figures of `.zarrfs-stats.json`: test_mount_options.py.)
 
 The trimmer test runs in a child process so that what it allocates and frees is that process's
 heap alone, with the allocator settings the daemon uses.
@@ -80,7 +80,7 @@ def _environment(pid: int) -> dict[str, str]:
 
 
 @pytest.mark.parametrize("foreground", [False, True], ids=["background", "foreground"])
-def test_every_daemon_runs_without_glibcs_thread_caches(foreground: bool, tmp_path: Path) -> None:
+def test_every_daemon_runs_with_glibcs_thread_caches_cut(foreground: bool, tmp_path: Path) -> None:
     """A background mount starts its daemon with the setting; a foreground one (systemd's) restarts
     itself with it, keeping its PID, and serves as before."""
     assert "GLIBC_TUNABLES" not in os.environ  # the test's own processes start without it
