@@ -369,7 +369,10 @@ def restart_with_allocator_environment(argv: list[str], ready_fd: int | None) ->
     sys.stdout.flush()
     sys.stderr.flush()
     command = [*daemon_interpreter(), *argv]
-    os.execve(command[0], command, environ)
+    try:
+        os.execve(command[0], command, environ)
+    except OSError as exc:  # the interpreter cannot be run again: serve without the settings
+        log.warning("kept glibc's default allocator settings: cannot restart %s (%s)", command[0], exc)
 
 
 def spawn_daemon(argv: list[str], log_file: str | None, env: dict[str, str]) -> None:
