@@ -168,6 +168,53 @@ def test_c_releases_the_chunk_it_held() -> None:
     assert sys.getrefcount(chunk) == baseline
 
 
+def test_a_chunk_removed_while_c_copies_from_it_waits_for_the_copy() -> None:
+    """C copies with its lock let go; the cache then rewrites an evicted chunk's memory for the
+    next decode (engine/spare.py). Readers copy 1 MiB pieces of a 4 MiB chunk while another thread
+    removes the chunk, scribbles over its memory and adds it back: every answer C gives is the
+    chunk's, never the scribble (a removal waits for the copies in flight)."""
+    from zarrfs.engine._cached_reads import CachedReads
+
+    rows, width, token, fh = 64, 1 << 16, 5, 3
+    truth = np.arange(rows * width, dtype=np.uint32).astype(np.uint8).reshape(rows, width)
+    chunk = truth.copy()
+    table = CachedReads(1)
+    table.open_file(fh, token, 0, truth.size, 1, truth.shape, truth.shape)
+    table.allow_stream(fh, truth.size)
+    table.add_chunk(token, 0, chunk)
+    stop = threading.Event()
+    served: list[int] = []
+    wrong: list[int] = []
+
+    def reader(seed: int) -> None:
+        rng = random.Random(seed)
+        out = np.empty(1 << 20, np.uint8)
+        while not stop.is_set():
+            offset = rng.randrange(truth.size - out.size)
+            if table.serve_into(fh, out, offset) == out.size:
+                served.append(offset)
+                if not np.array_equal(out, truth.reshape(-1)[offset:offset + out.size]):
+                    wrong.append(offset)
+
+    readers = [threading.Thread(target=reader, args=(seed,)) for seed in range(3)]
+    for thread in readers:
+        thread.start()
+    try:
+        removals = 0
+        while removals < 300 or len(served) < 300:
+            assert table.remove_chunk(token, 0) is True
+            chunk.fill(0xEE)  # the memory reused, as a new decode would
+            chunk[...] = truth
+            table.add_chunk(token, 0, chunk)
+            removals += 1
+    finally:
+        stop.set()
+        for thread in readers:
+            thread.join()
+    assert wrong == []
+    table.clear_chunks()
+
+
 def test_a_chunk_c_read_from_gets_a_second_chance(stored: tuple[Path, np.ndarray]) -> None:
     path, _ = stored
     chunk_bytes = int(np.prod(CHUNKS)) * ITEM
