@@ -17,9 +17,10 @@
  *   a reference and a buffer, and removed (both released) by the cache when
  *   the chunk leaves it, before its memory can be given to another decode.
  *   One mutex covers the tables. A read plans its pieces under it and pins
- *   their chunks, then copies with the mutex let go, so the FUSE threads copy
- *   side by side (a 1 MiB reply is ~0.1 ms of copying); a chunk removed while
- *   pinned is released only when its last copy is done (`wait_unpinned`).
+ *   their chunks, then copies (or reads chunk files) with the mutex let go, so
+ *   the FUSE threads copy side by side (a 1 MiB reply is ~0.1 ms of copying)
+ *   and none waits for another's disk; a chunk removed while pinned is
+ *   released only when its last read is done (`wait_unpinned`).
  * - A read that continues the file's sequential stream (by the rule
  *   `Readahead.track` uses) is answered here only up to the offset Python
  *   last allowed (`allow_stream`): the point where readahead next has work
@@ -35,9 +36,8 @@
  * - Uncompressed chunks of local arrays are not cached: their files hold the
  *   elements as the reply wants them (engine/direct.py). Python registers the
  *   files it has read that way (`add_file`, a bounded number); C keeps its
- *   own descriptor and reads the wanted rows with `preadv`, outside the lock
- *   (a read may wait for the disk), the file pinned meanwhile: a file removed
- *   while pinned is closed by the last read using it.
+ *   own descriptor and reads the wanted rows with `preadv`, outside the lock,
+ *   like any copy.
  * - Chunks it served are marked touched; the cache gives a touched chunk a
  *   second chance before evicting it, as if the read had moved it to the
  *   end of its LRU order.
@@ -67,8 +67,6 @@
 /* An uncompressed chunk's file: its elements in C order, the array's dtype. */
 typedef struct RawFile {
     int fd;
-    int pins; /* reads copying from it now, outside the lock */
-    int dead; /* removed while pinned: the last of those reads closes and frees it */
     int ndim;
     int64_t itemsize;
     int64_t shape[MAX_DIMS], strides[MAX_DIMS]; /* the stored chunk's, strides in bytes */
@@ -81,13 +79,12 @@ typedef struct Chunk {
     Py_buffer view; /* a decoded chunk: holds the array and its memory while the chunk is here */
     RawFile *file; /* or an uncompressed chunk's file (view unused) */
     int touched;
-    int pins; /* reads copying from `view` now, outside the lock */
-    int dead; /* removed while pinned: its remover waits for the last copy (`wait_unpinned`) */
+    int pins; /* reads copying from it now, outside the lock */
+    int dead; /* removed while pinned: its remover waits for the last read (`wait_unpinned`) */
 } Chunk;
 
-/* A run of one row in a cached chunk, copied after the lock is let go. */
+/* A run of one row in a cached chunk, copied after the lock is let go (the chunk pinned). */
 typedef struct {
-    Chunk *chunk; /* pinned meanwhile */
     const char *from;
     char *to;
     int64_t bytes;
@@ -185,19 +182,7 @@ static Chunk *unlink_chunk(CachedReads *self, uint64_t token, int64_t index) {
     return NULL;
 }
 
-/* Let go of a chunk file: close it now, or leave that to the last read that has it pinned. */
-static void release_file(CachedReads *self, RawFile *file) {
-    pthread_mutex_lock(&self->lock);
-    int pinned = file->pins > 0;
-    file->dead = pinned;
-    pthread_mutex_unlock(&self->lock);
-    if (!pinned) {
-        close(file->fd);
-        PyMem_RawFree(file);
-    }
-}
-
-/* Wait until no read copies from an unlinked chunk (none can start: it is not in the table). The
+/* Wait until no read uses an unlinked chunk (none can start: it is not in the table). The
  * GIL is let go before the mutex is taken: a thread holding the GIL may be waiting for the mutex. */
 static void wait_unpinned(CachedReads *self, Chunk *chunk) {
     pthread_mutex_lock(&self->lock);
@@ -218,10 +203,11 @@ static void wait_unpinned(CachedReads *self, Chunk *chunk) {
 static void free_chunk(CachedReads *self, Chunk *chunk) {
     if (chunk == NULL)
         return;
+    wait_unpinned(self, chunk);
     if (chunk->file != NULL) {
-        release_file(self, chunk->file);
+        close(chunk->file->fd);
+        PyMem_RawFree(chunk->file);
     } else {
-        wait_unpinned(self, chunk);
         PyBuffer_Release(&chunk->view);
     }
     PyMem_Free(chunk);
@@ -300,34 +286,15 @@ static int read_file_pieces(const FilePiece *pieces, int n) {
     return 0;
 }
 
-/* Under the lock: the read is done with these pieces' files. A file removed meanwhile is left
- * for `close_dead_files` (its piece's file pointer is kept; the others are cleared). */
-static void unpin_files(FilePiece *pieces, int n) {
-    for (int i = 0; i < n; i++) {
-        RawFile *file = pieces[i].file;
-        if (--file->pins > 0 || !file->dead)
-            pieces[i].file = NULL;
-    }
-}
-
-/* Under the lock: the read is done copying from these chunks; wake the remover of any removed. */
-static void unpin_chunks(CachedReads *self, const MemoryPiece *pieces, int n) {
+/* Under the lock: the read is done with these chunks (one entry per piece); wake the remover of
+ * any removed meanwhile. */
+static void unpin_chunks(CachedReads *self, Chunk *const *chunks, int n) {
     int woken = 0;
     for (int i = 0; i < n; i++) {
-        Chunk *chunk = pieces[i].chunk;
+        Chunk *chunk = chunks[i];
         if (--chunk->pins == 0 && chunk->dead && !woken) {
             pthread_cond_broadcast(&self->unpinned);
             woken = 1;
-        }
-    }
-}
-
-/* After the lock: close and free the files whose last pin was just let go after their removal. */
-static void close_dead_files(const FilePiece *pieces, int n) {
-    for (int i = 0; i < n; i++) {
-        if (pieces[i].file != NULL) {
-            close(pieces[i].file->fd);
-            PyMem_RawFree(pieces[i].file);
         }
     }
 }
@@ -386,7 +353,6 @@ static long serve(void *table, uint64_t fh, char *out, size_t size, int64_t offs
                         goto done;
                     at_chunk += within[axis] * file->strides[axis];
                 }
-                file->pins++;
                 from_files[file_pieces++] = (FilePiece){file, at_chunk, to, piece_end - b};
             } else {
                 const Py_buffer *v = &chunk->view;
@@ -398,9 +364,9 @@ static long serve(void *table, uint64_t fh, char *out, size_t size, int64_t offs
                         goto done;
                     at_chunk += within[axis] * v->strides[axis];
                 }
-                chunk->pins++;
-                from_memory[memory_pieces++] = (MemoryPiece){chunk, (const char *)v->buf + at_chunk, to, piece_end - b};
+                from_memory[memory_pieces++] = (MemoryPiece){(const char *)v->buf + at_chunk, to, piece_end - b};
             }
+            chunk->pins++;
             used[pieces++] = chunk;
             to += piece_end - b;
             b = piece_end;
@@ -411,7 +377,7 @@ static long serve(void *table, uint64_t fh, char *out, size_t size, int64_t offs
         used[i]->touched = 1;
     answer = (long)size;
 done:
-    if (file_pieces > 0 || memory_pieces > 0) { /* copies and chunk files' reads with the lock let go */
+    if (pieces > 0) { /* copies and chunk files' reads with the lock let go */
         pthread_mutex_unlock(&self->lock);
         if (answer >= 0) {
             for (int i = 0; i < memory_pieces; i++)
@@ -420,8 +386,7 @@ done:
                 answer = -1;
         }
         pthread_mutex_lock(&self->lock);
-        unpin_chunks(self, from_memory, memory_pieces);
-        unpin_files(from_files, file_pieces);
+        unpin_chunks(self, used, pieces);
     }
     if (answer >= 0) {
         self->chunk_hits += (uint64_t)pieces;
@@ -432,7 +397,6 @@ done:
         self->latency[bucket < LATENCY_BUCKETS ? bucket : LATENCY_BUCKETS - 1]++;
     }
     pthread_mutex_unlock(&self->lock);
-    close_dead_files(from_files, file_pieces);
     return answer;
 }
 
