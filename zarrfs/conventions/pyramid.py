@@ -1,7 +1,7 @@
 """The coarser levels of the OME-Zarr multiscale image an array is a level of.
 
 A level's overviews are the datasets listed after it in the same
-`multiscales` entry, in order, resolved relative to the image group. Only
+`multiscales` entry, in order, resolved relative to the image group (`conventions.image`). Only
 levels that can be overviews of it in a TIFF are kept: arrays of the same
 dtype and leading dimensions (so a 3-D level's reduced page has the same
 bands) whose planes shrink strictly, level after level (GDAL takes a
@@ -12,11 +12,11 @@ of a gap.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from ..errors import ZarrfsError
-from ..model.meta import ArrayMeta, GroupMeta
-from .ome import ome_block
+from ..model.meta import ArrayMeta
+from .image import image_of_array, level_arrays
 
 if TYPE_CHECKING:
     from ..model.hierarchy import Hierarchy
@@ -24,38 +24,18 @@ if TYPE_CHECKING:
 
 def coarser_levels(hierarchy: Hierarchy, meta: ArrayMeta) -> tuple[ArrayMeta, ...]:
     """The arrays of the levels after `meta` in its multiscale image (empty when it is in none)."""
-    if not meta.path:
+    found = image_of_array(hierarchy, meta.path)
+    if found is None:
         return ()
-    parent_path, _, name = meta.path.rpartition("/")
-    try:
-        group = hierarchy.node(parent_path)
-    except ZarrfsError:
-        return ()
-    if not isinstance(group, GroupMeta):
-        return ()
-    block = ome_block(group.attributes)
-    if block is None or not isinstance(block[1].get("multiscales"), list):
-        return ()
-    for multiscale in block[1]["multiscales"]:
-        datasets = multiscale.get("datasets") if isinstance(multiscale, dict) else None
-        if not isinstance(datasets, list):
-            continue
-        paths = [d.get("path") if isinstance(d, dict) else None for d in datasets]
-        if name in paths:
-            return _overviews(hierarchy, meta, parent_path, paths[paths.index(name) + 1:])
-    return ()
+    image, level = found
+    return overview_levels(meta, level_arrays(hierarchy, image)[level + 1:])
 
 
-def _overviews(hierarchy: Hierarchy, meta: ArrayMeta, parent_path: str, paths: list) -> tuple[ArrayMeta, ...]:
+def overview_levels(meta: ArrayMeta, coarser: Sequence[ArrayMeta | None]) -> tuple[ArrayMeta, ...]:
+    """The leading run of `coarser` that can stand as reduced-resolution pages of `meta` (see above)."""
     levels: list[ArrayMeta] = []
     previous = meta
-    for path in paths:
-        if not isinstance(path, str) or not path:
-            break
-        try:
-            level = hierarchy.node(f"{parent_path}/{path}".strip("/"))
-        except ZarrfsError:
-            break
+    for level in coarser:
         if not (isinstance(level, ArrayMeta) and level.dtype == meta.dtype and level.ndim == meta.ndim
                 and level.shape[:-2] == meta.shape[:-2] and 0 not in level.shape
                 and all(a <= b for a, b in zip(level.shape[-2:], previous.shape[-2:]))

@@ -16,6 +16,7 @@ from ..errors import ZarrfsError
 from ..model.meta import ArrayMeta, GroupMeta
 from .axes import named_axes
 from .geo import ReadArray, georeference, nodata
+from .image import OmeImage, image_of_array
 from .ome import level_axes, ome_block, omero_channels
 from .semantics import Axis, Channel, ConventionError, Semantics
 
@@ -63,22 +64,34 @@ class SemanticsIndex:
                 log.warning("%s: array /%s: its group could not be read for conventions (%s); served without "
                             "them", self.hierarchy.store.display_name, meta.path, exc)
                 return Semantics()
+        try:
+            image = image_of_array(self.hierarchy, meta.path)
+        except ZarrfsError as exc:
+            log.warning("%s: array /%s: its image group could not be read for conventions (%s); served without "
+                        "OME meaning", self.hierarchy.store.display_name, meta.path, exc)
+            image = None
         return semantics_of(meta, name, group_attributes, siblings, self.read_array,
-                            self.hierarchy.store.display_name)
+                            self.hierarchy.store.display_name, image)
 
 
 def semantics_of(meta: ArrayMeta, name: str, group_attributes: dict[str, Any], siblings: dict[str, ArrayMeta],
-                 read_array: ReadArray, store_name: str = "") -> Semantics:
-    """The meaning of array `meta` (called `name` in a group with `group_attributes` and array `siblings`)."""
+                 read_array: ReadArray, store_name: str = "",
+                 image: tuple[OmeImage, int] | None = None) -> Semantics:
+    """The meaning of array `meta` (called `name` in a group with `group_attributes` and array `siblings`).
+
+    `image` is the OME-Zarr image listing the array as a level, and which
+    level (`conventions.image.image_of_array`): it may be any group above
+    the array, not only its parent.
+    """
     ignored: list[str] = []
     sources: list[str] = []
     axes: tuple[Axis, ...] | None = None
     channels: tuple[Channel, ...] = ()
-    block = ome_block(group_attributes)
+    block = _ome_level(image, group_attributes, name)
     if block is not None:
-        version, ome = block
+        version, ome, dataset_path, index = block
         try:
-            found = level_axes(ome, name, meta.ndim, version)
+            found = level_axes(ome, dataset_path, meta.ndim, version, index)
             if found is not None:
                 axes = _checked_against_names(found[0], meta.dimension_names)
                 sources.append(found[1] + (" (label image)" if "image-label" in ome else ""))
@@ -114,6 +127,21 @@ def semantics_of(meta: ArrayMeta, name: str, group_attributes: dict[str, Any], s
         log.warning("%s: array /%s: ignored %s; the array is served without it", store_name, meta.path,
                     "; ".join(ignored))
     return Semantics(axes, channels, geo, missing, tuple(sources))
+
+
+def _ome_level(image: tuple[OmeImage, int] | None, group_attributes: dict[str, Any],
+               name: str) -> tuple[str | None, dict[str, Any], str, int | None] | None:
+    """(version, OME block, dataset path, multiscale index) to read the array's level axes from.
+
+    The image listing the array when there is one; else the parent group's
+    OME block with the array's own name, so that broken `multiscales` in the
+    parent are still reported (and the array served without them).
+    """
+    if image is not None:
+        ome_image, level = image
+        return ome_image.version, ome_image.block, ome_image.dataset_paths[level], ome_image.index
+    block = ome_block(group_attributes)
+    return None if block is None else (block[0], block[1], name, None)
 
 
 def _checked_against_names(axes: tuple[Axis, ...], names: tuple[str | None, ...] | None) -> tuple[Axis, ...]:
