@@ -5,7 +5,8 @@ sidecars `P/N.raw.hdr`, `P/N.mhd`, `P/N.nhdr`, `P/N.tif`, `P/N.tiled.tif`, `P/N.
 enabled formats that can express it); a string or bytes array as `P/N.npy`
 and `P/N.json` only, sized the first time they are asked about (the one
 exception to "sizes from metadata": see engine/vlen.py). Each directory also has
-`.group.json` with the group's metadata and attributes. A SOURCE that is a
+`.group.json` with the group's metadata and attributes, and an OME-Zarr
+image group its pyramidal OME-TIFF, `NAME.ome.tif` (view_ome.py). A SOURCE that is a
 single array appears in the mount root under the store's name. Names are
 decided from metadata alone; the only chunks read are those of small 1-D
 coordinate arrays that georeference a sibling (see `conventions.geo`).
@@ -30,11 +31,12 @@ from .engine._cached_reads import CachedReads
 from .engine.engine import Engine
 from .engine.reader import ArrayReader, ReadStream
 from .errors import IsDirectoryError, NotFoundError
-from .formats import FORMATS, json_document
+from .formats import FORMATS, OME_TIFF_SUFFIX, json_document
 from .formats.base import DeferredLayout, Layout
 from .formats.tiled_tiff import TiledLayout
 from .formats.vlen import VLEN_SUFFIXES, vlen_document, vlen_npy_layout
 from .model.meta import ArrayMeta, GroupMeta
+from .view_ome import ome_tiff_files
 from .view_tiles import TiledFile, tiled_file
 
 log = logging.getLogger(__name__)
@@ -117,7 +119,7 @@ def source_name(source: str) -> str:
 @dataclass
 class VirtualTree:
     engine: Engine
-    suffixes: tuple[str, ...] = tuple(FORMATS)
+    suffixes: tuple[str, ...] = (*FORMATS, OME_TIFF_SUFFIX)
     root_name: str = "array"
     # More sections of the stats file, by name, from the layers above (the daemon's memory, its read times).
     stats_extras: dict[str, Callable[[], Any]] = field(default_factory=dict)
@@ -196,6 +198,13 @@ class VirtualTree:
         if not group_path and STATS_FILE not in entries:
             entries[STATS_FILE] = StatsEntry()
         group = hierarchy.node(group_path)
+        if OME_TIFF_SUFFIX in self.suffixes and isinstance(group, GroupMeta):
+            directory_name = group_path.rpartition("/")[2] or self.root_name
+            for name, served in ome_tiff_files(self.engine, group, directory_name, self.semantics).items():
+                if name in entries:
+                    log.warning("/%s: the image's %s clashes with a sibling; not shown", group_path, name)
+                    continue
+                entries[name] = FileEntry(served, served.paths[0], OME_TIFF_SUFFIX)
         if GROUP_FILE not in entries:
             entries[GROUP_FILE] = FileEntry(Layout(json_document(group.describe()), 0))
         return entries
@@ -210,6 +219,8 @@ class VirtualTree:
         files: dict[str, Entry] = {}
         semantics = self.semantics(meta)
         for suffix in self.suffixes:
+            if suffix not in FORMATS:  # a group's file (the image's .ome.tif), not an array's
+                continue
             try:
                 layout = FORMATS[suffix](meta, semantics, name)
                 if isinstance(layout, TiledLayout):

@@ -92,9 +92,12 @@ FORMATS: dict[str, LayoutBuilder] = {
     ".tiled.tif": _tiled,  # 2-D and more: tiles are chunks, overviews are the coarser OME levels
     ".json": _json,
 }
+# Not an array's file: an OME-Zarr image group's pyramidal OME-TIFF (view_ome.py).
+OME_TIFF_SUFFIX = ".ome.tif"
 # `--formats tif` turns on both TIFF flavours.
 FORMAT_GROUPS = {"npy": (".npy",), "raw": (".raw",), "hdr": (".raw.hdr",), "mhd": (".mhd",), "nhdr": (".nhdr",),
-                 "tif": (".tif", ".bigtiff.tif"), "tiled": (".tiled.tif",), "json": (".json",)}
-DEFAULT_FORMATS = ("npy", "raw", "hdr", "mhd", "nhdr", "tif", "tiled", "json")
+                 "tif": (".tif", ".bigtiff.tif"), "tiled": (".tiled.tif",), "json": (".json",),
+                 "ometiff": (OME_TIFF_SUFFIX,)}
+DEFAULT_FORMATS = ("npy", "raw", "hdr", "mhd", "nhdr", "tif", "tiled", "json", "ometiff")
 # Headers of `N.raw`: without it they would point at nothing.
 RAW_SIDECARS = ("hdr", "mhd", "nhdr")

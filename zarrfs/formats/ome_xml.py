@@ -1,0 +1,145 @@
+"""The OME-XML (2016-06 schema) of an OME-TIFF: one Image, its Pixels, Channels and one TiffData.
+
+Only what the metadata says is written: sizes and type always; physical
+sizes, time increment, channel names and colours when the OME-Zarr image
+declares them. Units are OME's symbols (`µm`, `s`); a unit OME has no symbol
+for is left out with its value rather than stated wrongly.
+"""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass
+
+import numpy
+
+from ..conventions.semantics import Axis, Channel
+
+NAMESPACE = "http://www.openmicroscopy.org/Schemas/OME/2016-06"
+_SCHEMA_LOCATION = f"{NAMESPACE} {NAMESPACE}/ome.xsd"
+
+# OME `Pixels@Type` by numpy (kind, itemsize); OME has no 64-bit integers nor float16.
+PIXEL_TYPES = {
+    ("i", 1): "int8", ("u", 1): "uint8", ("b", 1): "uint8",
+    ("i", 2): "int16", ("u", 2): "uint16",
+    ("i", 4): "int32", ("u", 4): "uint32",
+    ("f", 4): "float", ("f", 8): "double",
+    ("c", 8): "complex", ("c", 16): "double-complex",
+}
+
+# UDUNITS-2 names (OME-Zarr) and common abbreviations -> OME UnitsLength / UnitsTime symbols.
+LENGTH_SYMBOLS = {
+    "angstrom": "Å", "picometer": "pm", "nanometer": "nm", "nm": "nm", "micrometer": "µm", "micrometre": "µm",
+    "micron": "µm", "um": "µm", "µm": "µm", "\u03bcm": "µm", "millimeter": "mm", "millimetre": "mm",
+    "mm": "mm", "centimeter": "cm", "centimetre": "cm", "cm": "cm", "decimeter": "dm", "meter": "m",
+    "metre": "m", "m": "m", "kilometer": "km", "inch": "in", "foot": "ft", "yard": "yd", "mile": "mi",
+}
+TIME_SYMBOLS = {
+    "picosecond": "ps", "nanosecond": "ns", "microsecond": "µs", "millisecond": "ms", "ms": "ms",
+    "second": "s", "s": "s", "sec": "s", "minute": "min", "min": "min", "hour": "h", "h": "h", "day": "d",
+}
+
+
+@dataclass(frozen=True)
+class OmePixels:
+    """What the Pixels element says: XYZCT sizes, order of the planes, calibration, channels."""
+
+    dimension_order: str  # e.g. "XYZCT": the planes' order, fastest first after X and Y
+    sizes: dict[str, int]  # "X", "Y", "Z", "C", "T"
+    dtype: numpy.dtype
+    physical: dict[str, tuple[float, str]]  # "X"/"Y"/"Z" -> (size, OME unit symbol)
+    time_increment: tuple[float, str] | None
+    channels: tuple[Channel, ...]
+
+
+def pixels_of(axes: tuple[Axis, ...], shape: tuple[int, ...], dtype: numpy.dtype,
+              channels: tuple[Channel, ...]) -> OmePixels | None:
+    """The Pixels of an array with `axes` (last two y, x), planes in C order; None when OME cannot say it.
+
+    Each leading axis becomes Z, C or T by its kind (a custom axis takes a
+    letter no other axis uses); two leading axes that need the same letter,
+    or more than three, cannot be said. C order over the leading axes makes
+    the last one the fastest: DimensionOrder lists them from the last, then
+    the letters of size 1.
+    """
+    if len(axes) != len(shape) or len(shape) < 2 or len(shape) > 5 or PIXEL_TYPES.get(
+            (dtype.kind, dtype.itemsize)) is None:
+        return None
+    letters: list[str | None] = [{"space": "Z", "channel": "C", "time": "T"}.get(a.kind) for a in axes[:-2]]
+    free = [letter for letter in "ZTC" if letter not in letters]
+    for i, letter in enumerate(letters):
+        if letter is None:
+            letters[i] = free.pop(0)
+    if len(set(letters)) != len(letters):
+        return None
+    used = [letter for letter in letters if letter is not None]
+    order = "XY" + "".join(reversed(used)) + "".join(letter for letter in "ZCT" if letter not in used)
+    sizes = {"X": shape[-1], "Y": shape[-2], "Z": 1, "C": 1, "T": 1}
+    for letter, size in zip(used, shape[:-2], strict=True):
+        sizes[letter] = size
+    physical: dict[str, tuple[float, str]] = {}
+    time_increment = None
+    for letter, axis in [*zip(used, axes[:-2], strict=True), ("Y", axes[-2]), ("X", axes[-1])]:
+        if axis.scale is None:
+            continue
+        if letter in "XYZ" and axis.kind == "space" and LENGTH_SYMBOLS.get(axis.unit or "micrometer"):
+            physical[letter] = (axis.scale, LENGTH_SYMBOLS[axis.unit or "micrometer"])
+        elif letter == "T" and axis.kind == "time" and TIME_SYMBOLS.get(axis.unit or "second"):
+            time_increment = (axis.scale, TIME_SYMBOLS[axis.unit or "second"])
+    if len(channels) != sizes["C"]:
+        channels = ()
+    return OmePixels(order, sizes, dtype, physical, time_increment, channels)
+
+
+def ome_xml(pixels: OmePixels, name: str | None, uuid: str, file_name: str) -> bytes:
+    """The OME-XML document for one image stored in one file, every plane in the main IFD chain."""
+    ET.register_namespace("", NAMESPACE)
+    root = ET.Element(_tag("OME"), {
+        "xmlns:xsi": "http://www.w3.org/2001/XMLSchema-instance",
+        "xsi:schemaLocation": _SCHEMA_LOCATION,
+        "UUID": uuid,
+        "Creator": "zarrfs",
+    })
+    image = ET.SubElement(root, _tag("Image"), {"ID": "Image:0", **({"Name": name} if name else {})})
+    attributes = {
+        "ID": "Pixels:0",
+        "DimensionOrder": pixels.dimension_order,
+        "Type": PIXEL_TYPES[(pixels.dtype.kind, pixels.dtype.itemsize)],
+        **{f"Size{letter}": str(pixels.sizes[letter]) for letter in "XYZCT"},
+        "BigEndian": "true" if pixels.dtype.byteorder == ">" else "false",
+        "Interleaved": "false",
+    }
+    for letter, (size, unit) in pixels.physical.items():
+        attributes[f"PhysicalSize{letter}"] = _number(size)
+        attributes[f"PhysicalSize{letter}Unit"] = unit
+    if pixels.time_increment is not None:
+        attributes["TimeIncrement"] = _number(pixels.time_increment[0])
+        attributes["TimeIncrementUnit"] = pixels.time_increment[1]
+    element = ET.SubElement(image, _tag("Pixels"), attributes)
+    for index in range(pixels.sizes["C"]):
+        channel = pixels.channels[index] if pixels.channels else Channel()
+        channel_attributes = {"ID": f"Channel:0:{index}", "SamplesPerPixel": "1"}
+        if channel.label:
+            channel_attributes["Name"] = channel.label
+        if channel.color:
+            channel_attributes["Color"] = str(_signed_rgba(channel.color))
+        ET.SubElement(element, _tag("Channel"), channel_attributes)
+    planes = pixels.sizes["Z"] * pixels.sizes["C"] * pixels.sizes["T"]
+    tiff_data = ET.SubElement(element, _tag("TiffData"), {"IFD": "0", "PlaneCount": str(planes)})
+    ET.SubElement(tiff_data, _tag("UUID"), {"FileName": file_name}).text = uuid
+    return b'<?xml version="1.0" encoding="UTF-8"?>' + ET.tostring(root, encoding="utf-8", xml_declaration=False)
+
+
+def _tag(name: str) -> str:
+    return f"{{{NAMESPACE}}}{name}"
+
+
+def _number(value: float) -> str:
+    return repr(float(value)) if not float(value).is_integer() else str(int(value)) if abs(value) < 1e15 \
+        else repr(float(value))
+
+
+def _signed_rgba(color: str) -> int:
+    """'RRGGBB' as OME's Color: RGBA (alpha 255) read as a signed 32-bit integer."""
+    value = (int(color, 16) << 8) | 0xFF
+    return value - (1 << 32) if value >= 1 << 31 else value
