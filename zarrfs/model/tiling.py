@@ -23,7 +23,9 @@ because readers read past what they asked for (GDAL reads a tile and then
 the next 4-8 KiB, its buffer): without it that over-read lands on the next
 tile, and serving a few bytes of a tile costs decoding its whole chunk.
 Tiles under `16 * TILE_GAP` bytes have no gap: their chunks are cheap, and
-the gap would weigh on the file's size. With a gap, the stride is a
+the gap would weigh on the file's size. Neither has a plane that is exactly
+one tile: TIFF writers store such pages as one contiguous block (tifffile
+does, whatever placeholder it is handed), so there is no room for a gap. With a gap, the stride is a
 multiple of `TILE_GAP` and each page's tiles start on a `TILE_GAP`
 boundary: then every IFD (written right after the previous page's tiles,
 so on a boundary too) lies a whole `TILE_GAP` before the tiles that follow
@@ -124,7 +126,7 @@ class TileGrid:
     @property
     def stride(self) -> int:
         """Bytes from one tile's start to the next one's."""
-        if self.tile_nbytes < 16 * TILE_GAP:
+        if self.tile_nbytes < 16 * TILE_GAP or self.tile == (self.height, self.width):
             return self.tile_nbytes
         return -(-(self.tile_nbytes + TILE_GAP) // TILE_GAP) * TILE_GAP
 
