@@ -200,7 +200,16 @@ def _build(grids: list[TileGrid], sample: numpy.dtype, bigtiff: bool, extratags:
 
 
 def _page_regions(sink: _SparseFile, grids: list[TileGrid]) -> list[tuple[int, int, int]]:
-    """(start, level, page) of each page's tiles, read back from the IFDs tifffile wrote.
+    """(start, level, page) of each page's tiles, read back from the IFDs tifffile wrote (main chain)."""
+    sink.seek(0)
+    with tifffile.TiffFile(sink) as tif:
+        pages = iter(tif.pages)
+        return checked_page_regions([[next(pages) for _ in range(grid.pages)] for grid in grids], grids)
+
+
+def checked_page_regions(pages_by_level: Sequence[Sequence[Any]],
+                         grids: Sequence[TileGrid]) -> list[tuple[int, int, int]]:
+    """(start, level, page) of each page's tiles, from the IFDs tifffile wrote for each level.
 
     tifffile writes a page's tiles right after its IFD, in row-major order
     (sample after sample for a band page); the tile offsets it wrote must be
@@ -208,19 +217,15 @@ def _page_regions(sink: _SparseFile, grids: list[TileGrid]) -> list[tuple[int, i
     `engine.tiles.read_tile_bytes` serves.
     """
     regions: list[tuple[int, int, int]] = []
-    sink.seek(0)
-    with tifffile.TiffFile(sink) as tif:
-        pages = iter(tif.pages)
-        for level, grid in enumerate(grids):
-            for page in range(grid.pages):
-                ifd = next(pages)
-                offsets, counts = ifd.dataoffsets, ifd.databytecounts  # type: ignore[union-attr]
-                start = offsets[0]
-                expected = range(start, start + grid.page_nbytes, grid.stride)
-                if (len(offsets) != len(expected) or any(a != b for a, b in zip(offsets, expected))
-                        or any(c != grid.tile_nbytes for c in counts)):
-                    raise RuntimeError(f"tifffile did not write the tiles of page {page} of level {level} in order")
-                regions.append((start, level, page))
+    for level, (grid, pages) in enumerate(zip(grids, pages_by_level, strict=True)):
+        for page, ifd in enumerate(pages):
+            offsets, counts = ifd.dataoffsets, ifd.databytecounts
+            start = offsets[0]
+            expected = range(start, start + grid.page_nbytes, grid.stride)
+            if (len(offsets) != len(expected) or any(a != b for a, b in zip(offsets, expected))
+                    or any(c != grid.tile_nbytes for c in counts)):
+                raise RuntimeError(f"tifffile did not write the tiles of page {page} of level {level} in order")
+            regions.append((start, level, page))
     return regions
 
 
@@ -251,7 +256,11 @@ class _ZeroSkippingSink(_SparseFile):
         super().__init__()
         self._zeros: object = None
 
-    def write(self, data: bytes | bytearray | memoryview) -> int:
+    def write(self, data: bytes | bytearray | memoryview | tuple[bytes, int]) -> int:
+        if isinstance(data, tuple):
+            # A page that is exactly one tile: tifffile writes its data "contiguously", passing
+            # our (placeholder, bytecount) item through as it is. The placeholder is the tile's stride.
+            data = data[0]
         n = len(data)
         if data is self._zeros or (isinstance(data, bytes) and data.count(0) == n):
             self._zeros = data
