@@ -89,7 +89,8 @@ def vips_level(path: Path, subifd: int, out_dir: Path) -> tuple[np.ndarray, dict
                             timeout=120)
     assert header.returncode == 0, header.stderr
     fields = dict(line.split(": ", 1) for line in header.stdout.splitlines() if ": " in line)
-    return tifffile.imread(target), fields
+    with tifffile.TiffFile(target) as written:  # its first page: vips copies the OME-XML, not the planes
+        return written.pages[0].asarray(), fields
 
 
 def openslide_properties(path: Path) -> dict[str, str]:

@@ -6,7 +6,7 @@ import json
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from .conventions.semantics import Semantics
+from .conventions.semantics import Quantity, Semantics
 from .model.hierarchy import Hierarchy
 from .model.meta import ArrayMeta, GroupMeta
 
@@ -80,8 +80,23 @@ def semantics_lines(semantics: Semantics) -> Iterator[str]:
         yield f"geo {crs}  geotransform=({', '.join(_number(v) for v in geo.geotransform)})"
     if semantics.nodata is not None:
         yield f"nodata {_number(semantics.nodata)}"
+    if semantics.quantity is not None:
+        yield "values " + _quantity_text(semantics.quantity)
     if semantics.sources:
         yield "from " + "; ".join(semantics.sources)
+
+
+def _quantity_text(quantity: Quantity) -> str:
+    """'stored*0.01 + 273.15 K "2 metre temperature"': the CF formula, unit and long name."""
+    parts = []
+    if quantity.packed:
+        scale = 1.0 if quantity.scale_factor is None else quantity.scale_factor
+        parts.append(f"stored*{_number(scale)} + {_number(quantity.add_offset or 0.0)}")
+    if quantity.units:
+        parts.append(quantity.units)
+    if quantity.long_name:
+        parts.append(json.dumps(quantity.long_name, ensure_ascii=False))
+    return " ".join(parts)
 
 
 def tree_lines(hierarchy: Hierarchy, semantics_of: SemanticsOf | None = None) -> Iterator[str]:

@@ -202,14 +202,16 @@ def nodata(meta: ArrayMeta) -> tuple[float | None, str]:
     """The value marking missing cells, and where it came from ('' when there is none).
 
     `_FillValue`, then `missing_value`; for GDAL's arrays (`_CRS`) and
-    xarray's v2 arrays with a `grid_mapping`, the fill value, where those
-    writers keep it. A `fill_value: null` declares none.
+    xarray's v2 arrays (`_ARRAY_DIMENSIONS`, or a `grid_mapping`), the fill
+    value, where those writers keep `_FillValue` (xarray reads it back as
+    such, and so does GDAL). A `fill_value: null` declares none.
     """
     attrs = meta.attributes
     for key in ("_FillValue", "missing_value"):
         if key in attrs:
             return _number(attrs[key], key, meta), key
-    kept_in_fill = "_CRS" in attrs or ("grid_mapping" in attrs and meta.zarr_format == "2")
+    xarray_v2 = meta.zarr_format == "2" and ("grid_mapping" in attrs or "_ARRAY_DIMENSIONS" in attrs)
+    kept_in_fill = "_CRS" in attrs or xarray_v2
     if kept_in_fill and not meta.fill_value_null and meta.dtype.kind in "iuf":
         return float(meta.fill_value.item()), "fill_value as nodata"
     return None, ""

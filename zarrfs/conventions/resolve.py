@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import logging
 import threading
+from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ZarrfsError
 from ..model.meta import ArrayMeta, GroupMeta
 from .axes import named_axes
+from .cf import quantity
 from .geo import ReadArray, georeference, nodata
 from .image import OmeImage, image_of_array
 from .ome import level_axes, ome_block, omero_channels
@@ -123,10 +125,14 @@ def semantics_of(meta: ArrayMeta, name: str, group_attributes: dict[str, Any], s
             sources.append(source)
     except ConventionError as exc:
         ignored.append(f"nodata ({exc})")
+    values, broken = quantity(meta)
+    ignored += [f"CF {problem}" for problem in broken]
+    if values is not None:
+        sources.append("CF " + ", ".join(name for name, value in asdict(values).items() if value is not None))
     if ignored:
         log.warning("%s: array /%s: ignored %s; the array is served without it", store_name, meta.path,
                     "; ".join(ignored))
-    return Semantics(axes, channels, geo, missing, tuple(sources))
+    return Semantics(axes, channels, geo, missing, tuple(sources), values)
 
 
 def _ome_level(image: tuple[OmeImage, int] | None, group_attributes: dict[str, Any],

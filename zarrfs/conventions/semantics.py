@@ -1,6 +1,6 @@
 """What an array's values mean, as one frozen description handed to the file builders.
 
-Conventions (OME-Zarr, GDAL's `_CRS`, CF `grid_mapping`, GeoZarr) are read
+Conventions (OME-Zarr, GDAL's `_CRS`, CF `grid_mapping` and packing, GeoZarr) are read
 once per array into a `Semantics`; the format builders (`formats/`) only read
 it. Every field is optional: an array with no recognised convention gets
 `Semantics()` and is served exactly as before.
@@ -54,6 +54,24 @@ class GeoReference:
 
 
 @dataclass(frozen=True)
+class Quantity:
+    """What the stored numbers stand for (CF): value = stored * scale_factor + add_offset, in `units`.
+
+    The files keep the stored numbers; readers that apply packing (GDAL,
+    QGIS) are told the scale and offset. See `conventions.cf`.
+    """
+
+    scale_factor: float | None = None
+    add_offset: float | None = None
+    units: str | None = None
+    long_name: str | None = None
+
+    @property
+    def packed(self) -> bool:
+        return self.scale_factor is not None or self.add_offset is not None
+
+
+@dataclass(frozen=True)
 class Semantics:
     axes: tuple[Axis, ...] | None = None  # one per array dimension when known
     channels: tuple[Channel, ...] = ()
@@ -61,10 +79,12 @@ class Semantics:
     nodata: float | None = None
     # What was recognised ("OME-Zarr 0.4 multiscales level 0", "GDAL _CRS"), for `zarrfs tree` and `.json`.
     sources: tuple[str, ...] = field(default=())
+    quantity: Quantity | None = None  # CF packing, units and long name of the values
 
     @property
     def empty(self) -> bool:
-        return self.axes is None and not self.channels and self.geo is None and self.nodata is None
+        return (self.axes is None and not self.channels and self.geo is None and self.nodata is None
+                and self.quantity is None)
 
     def describe(self) -> dict[str, Any]:
         """JSON-able form: the `semantics` member of the `.json` file and of `zarrfs tree --json`."""
@@ -73,5 +93,6 @@ class Semantics:
             "channels": [asdict(channel) for channel in self.channels],
             "geo": asdict(self.geo) if self.geo is not None else None,
             "nodata": self.nodata,
+            "quantity": asdict(self.quantity) if self.quantity is not None else None,
             "sources": list(self.sources),
         }

@@ -6,7 +6,10 @@ also be picked up for `N.npy` and misread (formats.md §7.1). A C-order
 leading dimensions. A georeferenced array gets `map info` (the outer corner
 of pixel (1, 1), ENVI's 1-based reference pixel) and the CRS as WKT1 in
 `coordinate system string` (WKT2 is converted when pyproj is installed);
-a nodata value becomes `data ignore value`.
+a nodata value becomes `data ignore value`. CF packing becomes `data gain
+values` and `data offset values` (GDAL's band scale and offset), the CF
+`long_name` the `band names` where no OME channel names them; ENVI has no key
+GDAL reads as the values' unit, so `units` is not written here.
 """
 
 from __future__ import annotations
@@ -19,6 +22,9 @@ from ..model.meta import ArrayMeta
 from .base import Layout
 from .rawinfo import big_endian, number, type_name
 
+# Per-band lists (gain, offset, a long name repeated) are written up to this many bands: GDAL reads a
+# header line of at most 10 MB, and the header is held in memory.
+MAX_LISTED_BANDS = 65536
 # numpy kind+size -> ENVI data type code. ENVI has no int8 (GDAL reads code 1
 # as unsigned) and no half float; bool is stored as 0/1 bytes.
 _DATA_TYPES = {
@@ -51,9 +57,16 @@ def envi_header(meta: ArrayMeta, semantics: Semantics, raw_name: str) -> Layout 
         lines += _map_lines(semantics.geo)
     if semantics.nodata is not None and meta.dtype.kind != "c":
         lines.append(f"data ignore value = {_nodata_text(semantics.nodata)}")
+    bands = math.prod(shape[:-2])
     names = _band_names(semantics, meta)
     if names:
         lines.append("band names = {" + ", ".join(names) + "}")
+    quantity = semantics.quantity
+    if quantity is not None and quantity.packed and bands <= MAX_LISTED_BANDS:
+        # One value per band, as GDAL demands; GDAL reads value = stored * gain + offset.
+        gain = 1.0 if quantity.scale_factor is None else quantity.scale_factor
+        lines.append("data gain values = {" + ", ".join([number(gain)] * bands) + "}")
+        lines.append("data offset values = {" + ", ".join([number(quantity.add_offset or 0.0)] * bands) + "}")
     return Layout(("\n".join(lines) + "\n").encode("utf-8"), 0)
 
 
@@ -79,11 +92,17 @@ def _nodata_text(value: float) -> str:
 
 
 def _band_names(semantics: Semantics, meta: ArrayMeta) -> list[str]:
-    """OME channel labels when the channel axis is the only leading axis (so bands = channels)."""
+    """OME channel labels when the channel axis is the only leading axis (so bands = channels), else the
+    CF `long_name` for every band; none when a name would break the list."""
     axes = semantics.axes
-    if axes is None or meta.ndim != 3 or axes[0].kind != "channel" or len(semantics.channels) != meta.shape[0]:
+    bands = math.prod(meta.shape[:-2])
+    long_name = semantics.quantity.long_name if semantics.quantity is not None else None
+    if axes is not None and meta.ndim == 3 and axes[0].kind == "channel" and len(semantics.channels) == bands:
+        labels = [c.label for c in semantics.channels]
+    elif long_name and bands <= MAX_LISTED_BANDS:
+        labels = [long_name] * bands
+    else:
         return []
-    labels = [c.label for c in semantics.channels]
     if not all(label and not any(ch in label for ch in ",{}\n") for label in labels):
         return []
     return [str(label) for label in labels]

@@ -74,6 +74,7 @@ from zarrfs.formats.tifftags import (
     Hyperstack,
     ImageJHints,
     TagTuple,
+    gdal_metadata,
     geotiff_tags,
     hyperstack,
     imagej_hints,
@@ -247,7 +248,7 @@ def _stack(
         sample,
         description=_description(planes, height, width, hints) if described else None,
         imagej=hints,
-        extratags=geotiff_tags(semantics, axes, len(shape)),
+        extratags=geotiff_tags(semantics, axes, len(shape)) + gdal_metadata(semantics, axes, 1),
     )
 
 

@@ -20,7 +20,7 @@ from xml.sax.saxutils import escape
 import numpy
 from tifffile import geodb
 
-from zarrfs.conventions.semantics import Axis, Channel, GeoReference, Semantics
+from zarrfs.conventions.semantics import Axis, Channel, GeoReference, Quantity, Semantics
 
 # A tifffile `extratags` entry: (code, TIFF type, count, value, write to the first page only).
 TagTuple = tuple[int, int, int, Any, bool]
@@ -84,6 +84,8 @@ _GT_MODEL_TYPE, _GT_RASTER_TYPE, _GEOGRAPHIC_TYPE, _PROJECTED_CS_TYPE = 1024, 10
 _MODEL_PROJECTED, _MODEL_GEOGRAPHIC, _RASTER_PIXEL_IS_AREA = 1, 2, 1
 _TIFF_SHORT, _TIFF_ASCII, _TIFF_DOUBLE = 3, 2, 12
 _GDAL_METADATA = 42112
+# Bands given their own GDAL_METADATA items (about 250 bytes each, held in the file's header).
+MAX_METADATA_BANDS = 4096
 
 
 @dataclass(frozen=True)
@@ -392,24 +394,44 @@ def gdal_nodata_text(value: float) -> str:
     return repr(float(value))
 
 
-def gdal_band_descriptions(semantics: Semantics | None, axes: tuple[Axis, ...] | None,
-                           bands: int) -> tuple[TagTuple, ...]:
-    """GDAL_METADATA naming band i after OME channel i, when the bands are the channels.
+def gdal_metadata(semantics: Semantics | None, axes: tuple[Axis, ...] | None, bands: int) -> tuple[TagTuple, ...]:
+    """GDAL_METADATA: what GDAL shows of the `bands` bands of a page besides pixels, on every such page.
 
-    That is when the one leading axis is the channel axis and there is one
-    channel per band; channels without a printable label stay unnamed. GDAL
-    reads the tag (XML in UTF-8, as GDAL writes it) from the first page. GDAL
-    escapes an item's value for XML and its XML writer escapes that text
-    again; reading, it unescapes twice, so a label is escaped twice here
-    ("A & B" escaped once comes back as "A ").
+    Band i's DESCRIPTION is OME channel i's label when the bands are the
+    channels (the one leading axis is the channel axis, one channel per
+    band), else the CF `long_name`; OFFSET, SCALE and UNITTYPE come from CF
+    packing and units, the same for every band (both OFFSET and SCALE when
+    either is known: GDAL reads value = stored * scale + offset). `long_name`
+    is also a dataset item, as GDAL's Zarr driver shows it. Past
+    `MAX_METADATA_BANDS` bands only the dataset item is written.
+
+    GDAL reads the tag (XML in UTF-8, as GDAL writes it) from the page it
+    opens. GDAL escapes an item's value for XML and its XML writer escapes
+    that text again; reading, it unescapes twice, so text is escaped twice
+    here ("A & B" escaped once comes back as "A ").
     """
-    if semantics is None or axes is None or axes[0].kind != "channel" or len(semantics.channels) != bands:
+    if semantics is None:
         return ()
-    items = "".join(
-        f'<Item name="DESCRIPTION" sample="{index}" role="description">{escape(escape(channel.label))}</Item>'
-        for index, channel in enumerate(semantics.channels)
-        if channel.label and channel.label.isprintable()
-    )
+    quantity = semantics.quantity or Quantity()
+    labels: list[str | None] = [quantity.long_name] * bands
+    if axes is not None and axes[0].kind == "channel" and len(semantics.channels) == bands:
+        labels = [c.label if c.label and c.label.isprintable() else quantity.long_name for c in semantics.channels]
+    band_items: list[tuple[str, str, str]] = []  # (name, role, value) for every band
+    if quantity.packed:
+        band_items += [("OFFSET", "offset", repr(quantity.add_offset or 0.0)),
+                       ("SCALE", "scale", repr(1.0 if quantity.scale_factor is None else quantity.scale_factor))]
+    if quantity.units:
+        band_items.append(("UNITTYPE", "unittype", quantity.units))
+    items = [f'<Item name="long_name">{_xml_text(quantity.long_name)}</Item>'] if quantity.long_name else []
+    if bands <= MAX_METADATA_BANDS:
+        for band, label in enumerate(labels):
+            described = [("DESCRIPTION", "description", label)] if label else []
+            items += [f'<Item name="{name}" sample="{band}" role="{role}">{_xml_text(value)}</Item>'
+                      for name, role, value in described + band_items]
     if not items:
         return ()
-    return ((_GDAL_METADATA, _TIFF_ASCII, 0, f"<GDALMetadata>{items}</GDALMetadata>".encode(), True),)
+    return ((_GDAL_METADATA, _TIFF_ASCII, 0, f"<GDALMetadata>{''.join(items)}</GDALMetadata>".encode(), False),)
+
+
+def _xml_text(text: str) -> str:
+    return escape(escape(text))

@@ -50,7 +50,7 @@ import tifffile
 from zarrfs.conventions.semantics import Semantics
 from zarrfs.formats.tiff import MAX_PAGES, _sample_dtype, _SparseFile, _tags_nbytes
 from zarrfs.formats.tifftags import (
-    gdal_band_descriptions,
+    gdal_metadata,
     geotiff_tags,
     hyperstack,
     imagej_hints,
@@ -140,9 +140,8 @@ def tiled_layout(levels: Sequence[ArrayMeta], semantics: Semantics | None = None
     if grids[0].pages > MAX_PAGES or sum(g.planes * g.tiles_per_plane for g in grids) > MAX_TILES:
         return None
     axes = semantic_axes(semantics, meta.ndim)
-    extratags = geotiff_tags(semantics, axes, meta.ndim)
-    if bands:
-        extratags += gdal_band_descriptions(semantics, axes, meta.shape[0])
+    extratags = geotiff_tags(semantics, axes, meta.ndim) + gdal_metadata(semantics, axes,
+                                                                         meta.shape[0] if bands else 1)
     resolution = None
     if axes is not None:
         stack = hyperstack(meta.shape[:-2], tuple(imagej_letter(axis) for axis in axes[:-2]))
