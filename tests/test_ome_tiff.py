@@ -19,7 +19,7 @@ import pytest
 import tifffile
 import zarr
 from ome_zarr.format import FormatV04, FormatV05
-from ome_zarr.writer import write_image, write_labels
+from ome_zarr.writer import write_image, write_labels, write_plate_metadata, write_well_metadata
 
 from mountutil import mounted
 from readers import OME, bfconvert_plane, showinf, vips_level
@@ -168,7 +168,7 @@ def test_ome_xml_orders_and_what_it_refuses() -> None:
     pixels = pixels_of((Axis("c", "channel"), Axis("y", "space", "micrometer", 0.3),
                         Axis("x", "space", "parsec", 0.3)), (2, 4, 5), np.dtype(">f4"),
                        (Channel("a", "FF0000"), Channel(None, None)))
-    root = ET.fromstring(ome_xml(pixels, "name <&>", "urn:uuid:0", "f.ome.tif"))
+    root = ET.fromstring(ome_xml([(pixels, "name <&>")], "urn:uuid:0", "f.ome.tif"))
     element = root.find(f"{OME}Image/{OME}Pixels")
     assert element.get("Type") == "float" and element.get("BigEndian") == "true"
     assert element.get("PhysicalSizeY") == "0.3" and element.get("PhysicalSizeX") is None  # no symbol for parsec
@@ -185,3 +185,40 @@ def test_json_documents_stay_json(tmp_path: Path) -> None:
         document = json.loads((mount / ".group.json").read_text())
         assert document["attributes"]["multiscales"][0]["name"] == "cells"
         assert sorted(p.name for p in mount.root.glob("*.ome.tif")) == ["cells.ome.tif"]
+
+
+@pytest.mark.parametrize("version", FORMATS)
+def test_plate_is_one_ome_tiff_with_its_wells_and_fields(version: str, tmp_path: Path) -> None:
+    """ome-zarr-py's HCS plate: Bio-Formats shows the plate, each field a series with its pyramid."""
+    fmt, zarr_format = FORMATS[version]
+    store = tmp_path / "plate.zarr"
+    root = zarr.open_group(str(store), mode="w", zarr_format=zarr_format)
+    wells = ["A/1", "B/3"]
+    fields: dict[tuple[str, str], np.ndarray] = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        write_plate_metadata(root, ["A", "B"], ["1", "2", "3"], wells, fmt=fmt(), name="screen", field_count=2)
+        for number, well in enumerate(wells):
+            row, column = well.split("/")
+            well_group = root.require_group(row).require_group(column)
+            write_well_metadata(well_group, ["0", "1"], fmt=fmt())
+            for field in ("0", "1"):
+                data = np.random.default_rng(number * 2 + int(field)).integers(0, 4000, (2, 64, 96), dtype=np.uint16)
+                write_image(data, well_group.require_group(field), axes="cyx", fmt=fmt(), scale_factors=(2,))
+                fields[(well, field)] = data
+    with mounted(store, tmp_path / "mnt", tmp_path / "log") as mount:
+        path = mount / "screen.ome.tif"
+        info = showinf(path)
+        assert info.reader == "OME-TIFF"
+        assert [s["Resolutions"] for s in info.series] == [2, 2, 2, 2]
+        plate = info.ome.find(f"{OME}Plate")
+        assert (plate.get("Name"), plate.get("Rows"), plate.get("Columns")) == ("screen", "2", "3")
+        placed = [(w.get("Row"), w.get("Column"), len(w.findall(f"{OME}WellSample"))) for w in plate]
+        assert placed == [("0", "0", 2), ("1", "2", 2)]
+        names = [image.get("Name") for image in info.ome.findall(f"{OME}Image")]
+        assert names == ["Well A1, Field 1", "Well A1, Field 2", "Well B3, Field 1", "Well B3, Field 2"]
+        # flattened, field k's level l is series 2k + l
+        np.testing.assert_array_equal(bfconvert_plane(path, tmp_path, series=4, c=1), fields[("B/3", "0")][1])
+        np.testing.assert_array_equal(bfconvert_plane(path, tmp_path, series=3, c=0),
+                                      zarr.open_group(str(store / "A" / "1" / "1"), mode="r")["1"][0])
+        assert (mount / "B" / "3" / "1" / "image.ome.tif").exists()  # each field keeps its own file

@@ -1,56 +1,112 @@
-"""`NAME.ome.tif` in an image group's directory: its pyramidal OME-TIFF, bound to the level arrays serving it.
+"""OME-TIFF files in the virtual tree, bound to the level arrays serving them.
 
-NAME is the multiscale's `name` when it can stand as a file name, else the
-directory's own name (the group's, or the store's for a root image); a
-group with several multiscales adds `-1`, `-2`... after the first.
+- An image group's directory has `NAME.ome.tif`, the image's pyramid. NAME
+  is the multiscale's `name` when it can stand as a file name, else the
+  directory's own name (the group's, or the store's for a root image); a
+  group with several multiscales adds `-1`, `-2`... after the first.
+- A plate group's directory has `NAME.ome.tif` too (the plate's `name`, else
+  the directory's): every field of every well as one image of the file, each
+  with its pyramid, and the Plate/Well/WellSample elements that place them,
+  so Bio-Formats shows the plate. Fields that cannot join it (another sample
+  type) are left out of the plate file, with one log line; each still has
+  its own file in its directory.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import uuid
 from collections.abc import Callable
 
 from .conventions.image import OmeImage, images_of_group, level_arrays
+from .conventions.plate import Plate, plate_of_group
 from .conventions.pyramid import overview_levels
 from .conventions.semantics import Semantics
 from .engine.engine import Engine
 from .engine.tiles import TiledFile
 from .formats import OME_TIFF_SUFFIX
-from .formats.ome_tiff import ome_tiff_layout, safe_file_stem
+from .formats.ome_tiff import ImageLevels, ome_tiff_layout, safe_file_stem
+from .formats.ome_xml import OmePlate
 from .model.meta import ArrayMeta, GroupMeta
 
 log = logging.getLogger(__name__)
 
+SemanticsOf = Callable[[ArrayMeta], Semantics]
+
 
 def ome_tiff_files(engine: Engine, group: GroupMeta, directory_name: str,
-                   semantics_of: Callable[[ArrayMeta], Semantics]) -> dict[str, TiledFile]:
-    """File name -> OME-TIFF of each multiscale image the group declares (none when it declares none)."""
+                   semantics_of: SemanticsOf) -> dict[str, TiledFile]:
+    """File name -> OME-TIFF of each multiscale image, and of the plate, the group declares."""
     files: dict[str, TiledFile] = {}
     for number, image in enumerate(images_of_group(group)):
         stem = safe_file_stem(image.name) or directory_name
         name = f"{stem}{f'-{number}' if number else ''}{OME_TIFF_SUFFIX}"
-        try:
-            served = _ome_tiff_file(engine, image, name, semantics_of)
-        except Exception:  # one image that cannot be expressed must not hide the directory
-            log.exception("image /%s: cannot build its %s", image.group_path, name)
-            continue
+        served = _guarded(name, group, lambda: _image_file(engine, image, name, semantics_of))
         if served is not None:
+            files[name] = served
+    plate = plate_of_group(engine.hierarchy, group)
+    if plate is not None:
+        name = f"{safe_file_stem(plate.name) or directory_name}{OME_TIFF_SUFFIX}"
+        served = _guarded(name, group, lambda: _plate_file(engine, plate, name, semantics_of))
+        if served is not None and name not in files:
             files[name] = served
     return files
 
 
-def _ome_tiff_file(engine: Engine, image: OmeImage, name: str,
-                   semantics_of: Callable[[ArrayMeta], Semantics]) -> TiledFile | None:
+def _guarded(name: str, group: GroupMeta, build: Callable[[], TiledFile | None]) -> TiledFile | None:
+    try:
+        return build()
+    except Exception:  # one file that cannot be built must not hide the directory
+        log.exception("group /%s: cannot build its %s", group.path, name)
+        return None
+
+
+def _image_levels(engine: Engine, image: OmeImage, semantics_of: SemanticsOf) -> ImageLevels | None:
     arrays = level_arrays(engine.hierarchy, image)
     full = arrays[0]
     if full is None or full.vlen or full.opaque_type:
         return None
-    levels = (full, *overview_levels(full, arrays[1:]))
-    # The same UUID for the same image at every mount: readers may remember files by it.
-    identity = uuid.uuid5(uuid.NAMESPACE_URL, f"zarrfs:{engine.hierarchy.store.display_name}/{image.group_path}"
-                                              f"#{image.index}")
-    layout = ome_tiff_layout(levels, semantics_of(full), image.name, f"urn:uuid:{identity}", name)
-    if layout is None:
+    return ImageLevels((full, *overview_levels(full, arrays[1:])), semantics_of(full), image.name)
+
+
+def _image_file(engine: Engine, image: OmeImage, name: str, semantics_of: SemanticsOf) -> TiledFile | None:
+    levels = _image_levels(engine, image, semantics_of)
+    return None if levels is None else _bind(engine, [levels], f"{image.group_path}#{image.index}", name)
+
+
+def _plate_file(engine: Engine, plate: Plate, name: str, semantics_of: SemanticsOf) -> TiledFile | None:
+    images: list[ImageLevels] = []
+    wells: list[tuple[int, int, tuple[int, ...]]] = []
+    for well in plate.wells:
+        indices = []
+        for number, field in enumerate(well.fields):
+            levels = _image_levels(engine, field, semantics_of)
+            if levels is None:
+                continue
+            # As Bio-Formats names the fields of the plate formats it reads.
+            levels = dataclasses.replace(levels, name=f"Well {well.path.replace('/', '')}, Field {number + 1}")
+            if images and levels.levels[0].dtype != images[0].levels[0].dtype:
+                log.warning("%s: plate /%s: field /%s has another data type than the first field; left out of "
+                            "%s", engine.hierarchy.store.display_name, plate.group_path, field.group_path, name)
+                continue
+            indices.append(len(images))
+            images.append(levels)
+        if indices:
+            wells.append((well.row, well.column, tuple(indices)))
+    if not images:
         return None
-    return TiledFile(layout, engine, tuple(level.path for level in levels[:len(layout.grids)]))
+    rows = max(len(plate.row_names), 1 + max(row for row, _, _ in wells))
+    columns = max(len(plate.column_names), 1 + max(column for _, column, _ in wells))
+    return _bind(engine, images, plate.group_path, name, OmePlate(plate.name, rows, columns, tuple(wells)))
+
+
+def _bind(engine: Engine, images: list[ImageLevels], identity: str, name: str,
+          plate: OmePlate | None = None) -> TiledFile | None:
+    # The same UUID for the same file at every mount: readers may remember files by it.
+    file_uuid = uuid.uuid5(uuid.NAMESPACE_URL, f"zarrfs:{engine.hierarchy.store.display_name}/{identity}")
+    built = ome_tiff_layout(images, f"urn:uuid:{file_uuid}", name, plate)
+    if built is None:
+        return None
+    layout, arrays = built
+    return TiledFile(layout, engine, tuple(array.path for array in arrays))

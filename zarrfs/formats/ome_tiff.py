@@ -21,15 +21,15 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
-import numpy
 import tifffile
 
 from ..conventions.semantics import Semantics
 from ..model.meta import ArrayMeta
 from ..model.tiling import TILE_GAP, TileGrid
-from .ome_xml import OmePixels, ome_xml, pixels_of
+from .ome_xml import OmePixels, OmePlate, ome_xml, pixels_of
 from .tiff import _sample_dtype
 from .tiled_tiff import MAX_TILES, TiledLayout, _cut, _grid, _ZeroSkippingSink, checked_page_regions
 
@@ -43,25 +43,62 @@ _IFD_BOUND = 1024
 MAX_PLANES = 2**16
 
 
-def ome_tiff_layout(levels: Sequence[ArrayMeta], semantics: Semantics, name: str | None, uuid: str,
-                    file_name: str) -> TiledLayout | None:
-    """The OME-TIFF of an image whose level arrays are `levels` (level 0 first, each a valid overview
-    of the one before), described by level 0's `semantics`; None when OME-TIFF cannot hold it."""
-    meta = levels[0]
-    sample = _sample_dtype(meta.dtype)
-    if sample is None or semantics.axes is None or 0 in meta.shape or max(meta.shape[-2:]) >= 2**31:
+@dataclass(frozen=True)
+class ImageLevels:
+    """One image to store: its level arrays (level 0 first, each a valid overview of the one before),
+    level 0's meaning, and its name."""
+
+    levels: tuple[ArrayMeta, ...]
+    semantics: Semantics
+    name: str | None
+
+
+@dataclass(frozen=True)
+class _Stored:
+    pixels: OmePixels
+    grids: tuple[TileGrid, ...]
+    levels: tuple[ArrayMeta, ...]
+    name: str | None
+
+
+def ome_tiff_layout(images: Sequence[ImageLevels], uuid: str, file_name: str,
+                    plate: OmePlate | None = None) -> tuple[TiledLayout, tuple[ArrayMeta, ...]] | None:
+    """The OME-TIFF of `images`, one after the other, and the array serving each of its tile grids.
+
+    None when OME-TIFF cannot hold the first image, or the images need
+    different sample types (one file has one); with a `plate`, its wells
+    refer to images by their index in `images`, so every image must fit.
+    """
+    stored = [_stored(image) for image in images]
+    if stored[0] is None or (len(stored) > 1 and any(
+            s is None or s.pixels.dtype != stored[0].pixels.dtype for s in stored)):
         return None
-    pixels = pixels_of(semantics.axes, meta.shape, meta.dtype, semantics.channels)
-    if pixels is None:
+    kept: list[_Stored] = stored  # type: ignore[assignment]
+    grids = [grid for s in kept for grid in s.grids]
+    if sum(s.grids[0].planes for s in kept) > MAX_PLANES or sum(g.planes * g.tiles_per_plane
+                                                                 for g in grids) > MAX_TILES:
         return None
-    found = [_grid(level, sample, False) for level in levels]
-    grids = found[:found.index(None)] if None in found else found
-    if not grids or grids[0].planes > MAX_PLANES or sum(g.planes * g.tiles_per_plane for g in grids) > MAX_TILES:
-        return None
-    description = ome_xml(pixels, name, uuid, file_name)
+    description = ome_xml([(s.pixels, s.name) for s in kept], uuid, file_name, plate)
     overhead = len(description) + sum(g.pages * _IFD_BOUND + 16 * g.planes * g.tiles_per_plane for g in grids)
     bigtiff = sum(g.nbytes for g in grids) + overhead > _CLASSIC_LIMIT
-    return _build(grids, sample, bigtiff, description, _resolution(pixels))  # type: ignore[arg-type]
+    layout = _build(kept, bigtiff, description)
+    return layout, tuple(level for s in kept for level in s.levels)
+
+
+def _stored(image: ImageLevels) -> _Stored | None:
+    """How one image is stored: its pixels and the tile grid of each level it keeps."""
+    meta = image.levels[0]
+    sample = _sample_dtype(meta.dtype)
+    if sample is None or image.semantics.axes is None or 0 in meta.shape or max(meta.shape[-2:]) >= 2**31:
+        return None
+    pixels = pixels_of(image.semantics.axes, meta.shape, sample, image.semantics.channels)
+    if pixels is None:
+        return None
+    found = [_grid(level, sample, False) for level in image.levels]
+    grids = tuple(found[:found.index(None)] if None in found else found)
+    if not grids:
+        return None
+    return _Stored(pixels, grids, image.levels[:len(grids)], image.name)  # type: ignore[arg-type]
 
 
 def _resolution(pixels: OmePixels) -> tuple[float, float] | None:
@@ -73,38 +110,45 @@ def _resolution(pixels: OmePixels) -> tuple[float, float] | None:
         return None
 
 
-def _build(grids: list[TileGrid], sample: numpy.dtype, bigtiff: bool, description: bytes,
-           resolution: tuple[float, float] | None) -> TiledLayout:
+def _build(images: list[_Stored], bigtiff: bool, description: bytes) -> TiledLayout:
+    sample = images[0].pixels.dtype
     sink = _ZeroSkippingSink()
     byteorder = ">" if sample.str[0] == ">" else "<"
     with tifffile.TiffWriter(sink, bigtiff=bigtiff, byteorder=byteorder, ome=False, shaped=False) as writer:
-        for level, grid in enumerate(grids):
-            extra: dict[str, Any] = {}
-            if level == 0:
-                extra["description"] = description
-                if len(grids) > 1:
-                    extra["subifds"] = len(grids) - 1
-            if resolution is not None:
-                scale = (grids[0].width / grid.width, grids[0].height / grid.height)
-                extra.update(resolution=(resolution[0] / scale[0], resolution[1] / scale[1]), resolutionunit=3)
-            # Placeholder tiles, as in `tiled_tiff._build`: reserved, never held.
-            placeholder = (bytes(grid.stride), grid.tile_nbytes)
-            writer.write(
-                itertools.repeat(placeholder, grid.planes * grid.tiles_per_plane),
-                shape=(grid.planes, grid.height, grid.width),
-                dtype=sample,
-                tile=grid.tile,
-                photometric="minisblack",
-                subfiletype=0 if level == 0 else 1,
-                align=TILE_GAP if grid.gap else None,
-                metadata=None,
-                software=False,
-                **extra,
-            )
+        for number, image in enumerate(images):
+            resolution = _resolution(image.pixels)
+            for level, grid in enumerate(image.grids):
+                extra: dict[str, Any] = {}
+                if number == 0 and level == 0:
+                    extra["description"] = description
+                if level == 0 and len(image.grids) > 1:
+                    extra["subifds"] = len(image.grids) - 1
+                if resolution is not None:
+                    scale = (image.grids[0].width / grid.width, image.grids[0].height / grid.height)
+                    extra.update(resolution=(resolution[0] / scale[0], resolution[1] / scale[1]), resolutionunit=3)
+                # Placeholder tiles, as in `tiled_tiff._build`: reserved, never held.
+                placeholder = (bytes(grid.stride), grid.tile_nbytes)
+                writer.write(
+                    itertools.repeat(placeholder, grid.planes * grid.tiles_per_plane),
+                    shape=(grid.planes, grid.height, grid.width),
+                    dtype=sample,
+                    tile=grid.tile,
+                    photometric="minisblack",
+                    subfiletype=0 if level == 0 else 1,
+                    align=TILE_GAP if grid.gap else None,
+                    metadata=None,
+                    software=False,
+                    **extra,
+                )
+    grids = [grid for image in images for grid in image.grids]
     sink.seek(0)
     with tifffile.TiffFile(sink) as tif:
-        main = list(tif.pages)
-        pages_by_level = [main] + [[_sub_page(tif, page, k) for page in main] for k in range(len(grids) - 1)]
+        main = iter(tif.pages)
+        pages_by_level: list[list[Any]] = []
+        for image in images:
+            planes = [next(main) for _ in range(image.grids[0].pages)]
+            pages_by_level.append(planes)
+            pages_by_level += [[_sub_page(tif, page, k) for page in planes] for k in range(len(image.grids) - 1)]
         regions = checked_page_regions(pages_by_level, grids)
     return TiledLayout(_cut(sink, grids, regions), tuple(grids), sample)
 

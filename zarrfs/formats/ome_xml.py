@@ -1,4 +1,4 @@
-"""The OME-XML (2016-06 schema) of an OME-TIFF: one Image, its Pixels, Channels and one TiffData.
+"""The OME-XML (2016-06 schema) of an OME-TIFF: its Images (Pixels, Channels, TiffData) and a Plate.
 
 Only what the metadata says is written: sizes and type always; physical
 sizes, time increment, channel names and colours when the OME-Zarr image
@@ -9,6 +9,7 @@ for is left out with its value rather than stated wrongly.
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy
@@ -91,8 +92,20 @@ def pixels_of(axes: tuple[Axis, ...], shape: tuple[int, ...], dtype: numpy.dtype
     return OmePixels(order, sizes, dtype, physical, time_increment, channels)
 
 
-def ome_xml(pixels: OmePixels, name: str | None, uuid: str, file_name: str) -> bytes:
-    """The OME-XML document for one image stored in one file, every plane in the main IFD chain."""
+@dataclass(frozen=True)
+class OmePlate:
+    """The Plate element: which image each well's samples are (indices into the file's images)."""
+
+    name: str | None
+    rows: int
+    columns: int
+    wells: tuple[tuple[int, int, tuple[int, ...]], ...]  # (row, column, image indices)
+
+
+def ome_xml(images: Sequence[tuple[OmePixels, str | None]], uuid: str, file_name: str,
+            plate: OmePlate | None = None) -> bytes:
+    """The OME-XML document for `images` (pixels, name) stored in one file, one after the other in the
+    main IFD chain, every plane of each in its DimensionOrder; with `plate`, the Plate that holds them."""
     ET.register_namespace("", NAMESPACE)
     root = ET.Element(_tag("OME"), {
         "xmlns:xsi": "http://www.w3.org/2001/XMLSchema-instance",
@@ -100,9 +113,20 @@ def ome_xml(pixels: OmePixels, name: str | None, uuid: str, file_name: str) -> b
         "UUID": uuid,
         "Creator": "zarrfs",
     })
-    image = ET.SubElement(root, _tag("Image"), {"ID": "Image:0", **({"Name": name} if name else {})})
+    if plate is not None:  # the schema puts Plate before Image
+        _plate(root, plate)
+    first_ifd = 0
+    for index, (pixels, name) in enumerate(images):
+        first_ifd += _image(root, index, pixels, name, first_ifd, uuid, file_name)
+    return b'<?xml version="1.0" encoding="UTF-8"?>' + ET.tostring(root, encoding="utf-8", xml_declaration=False)
+
+
+def _image(root: ET.Element, index: int, pixels: OmePixels, name: str | None, first_ifd: int, uuid: str,
+           file_name: str) -> int:
+    """Add Image `index`, whose planes start at IFD `first_ifd`; return its plane count."""
+    image = ET.SubElement(root, _tag("Image"), {"ID": f"Image:{index}", **({"Name": name} if name else {})})
     attributes = {
-        "ID": "Pixels:0",
+        "ID": f"Pixels:{index}",
         "DimensionOrder": pixels.dimension_order,
         "Type": PIXEL_TYPES[(pixels.dtype.kind, pixels.dtype.itemsize)],
         **{f"Size{letter}": str(pixels.sizes[letter]) for letter in "XYZCT"},
@@ -116,18 +140,33 @@ def ome_xml(pixels: OmePixels, name: str | None, uuid: str, file_name: str) -> b
         attributes["TimeIncrement"] = _number(pixels.time_increment[0])
         attributes["TimeIncrementUnit"] = pixels.time_increment[1]
     element = ET.SubElement(image, _tag("Pixels"), attributes)
-    for index in range(pixels.sizes["C"]):
-        channel = pixels.channels[index] if pixels.channels else Channel()
-        channel_attributes = {"ID": f"Channel:0:{index}", "SamplesPerPixel": "1"}
+    for channel_index in range(pixels.sizes["C"]):
+        channel = pixels.channels[channel_index] if pixels.channels else Channel()
+        channel_attributes = {"ID": f"Channel:{index}:{channel_index}", "SamplesPerPixel": "1"}
         if channel.label:
             channel_attributes["Name"] = channel.label
         if channel.color:
             channel_attributes["Color"] = str(_signed_rgba(channel.color))
         ET.SubElement(element, _tag("Channel"), channel_attributes)
     planes = pixels.sizes["Z"] * pixels.sizes["C"] * pixels.sizes["T"]
-    tiff_data = ET.SubElement(element, _tag("TiffData"), {"IFD": "0", "PlaneCount": str(planes)})
+    tiff_data = ET.SubElement(element, _tag("TiffData"), {"IFD": str(first_ifd), "PlaneCount": str(planes)})
     ET.SubElement(tiff_data, _tag("UUID"), {"FileName": file_name}).text = uuid
-    return b'<?xml version="1.0" encoding="UTF-8"?>' + ET.tostring(root, encoding="utf-8", xml_declaration=False)
+    return planes
+
+
+def _plate(root: ET.Element, plate: OmePlate) -> None:
+    element = ET.SubElement(root, _tag("Plate"), {
+        "ID": "Plate:0", **({"Name": plate.name} if plate.name else {}),
+        "Rows": str(plate.rows), "Columns": str(plate.columns),
+        "RowNamingConvention": "letter", "ColumnNamingConvention": "number",
+    })
+    for well_index, (row, column, images) in enumerate(plate.wells):
+        well = ET.SubElement(element, _tag("Well"), {"ID": f"Well:{well_index}", "Row": str(row),
+                                                      "Column": str(column)})
+        for sample_index, image in enumerate(images):
+            sample = ET.SubElement(well, _tag("WellSample"), {"ID": f"WellSample:{well_index}:{sample_index}",
+                                                               "Index": str(image)})  # unique in the plate
+            ET.SubElement(sample, _tag("ImageRef"), {"ID": f"Image:{image}"})
 
 
 def _tag(name: str) -> str:
