@@ -6,6 +6,7 @@ import json
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from .conventions.image import group_layout
 from .conventions.semantics import Quantity, Semantics
 from .model.hierarchy import Hierarchy
 from .model.meta import ArrayMeta, GroupMeta
@@ -107,7 +108,15 @@ def tree_lines(hierarchy: Hierarchy, semantics_of: SemanticsOf | None = None) ->
         yield from _meaning_lines(root, semantics_of, "    ")
         return
     yield f"/  group ({label})"
+    yield from _layout_lines(hierarchy, root, "    ")
     yield from _group_lines(hierarchy, "", "  ", semantics_of)
+
+
+def _layout_lines(hierarchy: Hierarchy, group: GroupMeta, indent: str) -> Iterator[str]:
+    """The OME-Zarr layout of a group (image, plate, well, labels), one line each."""
+    layout = group_layout(hierarchy, group)
+    for line in layout.split("; ") if layout else ():
+        yield f"{indent}{line}"
 
 
 def _meaning_lines(meta: ArrayMeta, semantics_of: SemanticsOf | None, indent: str) -> Iterator[str]:
@@ -122,6 +131,7 @@ def _group_lines(hierarchy: Hierarchy, path: str, indent: str, semantics_of: Sem
             yield f"{indent}{child.name}  UNAVAILABLE: {child.error}"
         elif isinstance(child.node, GroupMeta):
             yield f"{indent}{child.name}/  group"
+            yield from _layout_lines(hierarchy, child.node, indent + "    ")
             yield from _group_lines(hierarchy, child.node.path, indent + "  ", semantics_of)
         elif isinstance(child.node, ArrayMeta):
             yield f"{indent}{child.name}  array  {_array_line(child.node)}"
@@ -130,14 +140,17 @@ def _group_lines(hierarchy: Hierarchy, path: str, indent: str, semantics_of: Sem
 
 def tree_json(hierarchy: Hierarchy, semantics_of: SemanticsOf | None = None) -> dict[str, Any]:
     root = hierarchy.root()
-    doc = _node_json(root, semantics_of)
+    doc = _node_json(root, semantics_of, hierarchy)
     if isinstance(root, GroupMeta):
         doc["children"] = _group_json(hierarchy, "", semantics_of)
     return doc
 
 
-def _node_json(node: ArrayMeta | GroupMeta, semantics_of: SemanticsOf | None) -> dict[str, Any]:
+def _node_json(node: ArrayMeta | GroupMeta, semantics_of: SemanticsOf | None, hierarchy: Hierarchy) -> dict[str, Any]:
     doc = node.describe()
+    layout = group_layout(hierarchy, node) if isinstance(node, GroupMeta) else None
+    if layout:
+        doc["ome_layout"] = layout.split("; ")
     if isinstance(node, ArrayMeta) and semantics_of is not None:
         semantics = semantics_of(node)
         if not semantics.empty:
@@ -153,7 +166,7 @@ def _group_json(hierarchy: Hierarchy, path: str, semantics_of: SemanticsOf | Non
                         "errno": child.error.errno})
             continue
         assert child.node is not None
-        doc = {"name": child.name, **_node_json(child.node, semantics_of)}
+        doc = {"name": child.name, **_node_json(child.node, semantics_of, hierarchy)}
         if isinstance(child.node, GroupMeta):
             doc["children"] = _group_json(hierarchy, child.node.path, semantics_of)
         out.append(doc)

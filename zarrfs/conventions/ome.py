@@ -1,10 +1,11 @@
-"""OME-Zarr (OME-NGFF) 0.1–0.5: axes, per-level scale and translation, `omero` channels.
+"""OME-Zarr (OME-NGFF) 0.1–0.5: axes, per-level scale and translation, `omero` channels, label colours.
 
-A level array is described by its image group (the array's parent): 0.1–0.4
-keep `multiscales` (and `omero`) in the group's attributes, 0.5 under
-`attributes.ome`. Every function here raises `ConventionError` for metadata
-that is broken or contradicts itself; the caller then serves the array
-without OME meaning.
+A level array is described by its image group (any group above it whose
+`multiscales` list it: `conventions.image`): 0.1–0.4 keep `multiscales`
+(and `omero`, `image-label`, `plate`, `well`) in the group's attributes, 0.5
+under `attributes.ome`. Every function here raises `ConventionError` for
+metadata that is broken or contradicts itself; the caller then serves the
+array without that meaning.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import posixpath
 from typing import Any
 
 from .axes import guess_kind
-from .semantics import Axis, Channel, ConventionError
+from .semantics import Axis, Channel, ConventionError, LabelColor
 
 # OME 0.4/0.5 list these UDUNITS-2 names; a unit of one kind on an axis of the
 # other (a "second" on a space axis) is a contradiction, not a typo we can fix.
@@ -40,11 +41,29 @@ def ome_block(attributes: dict[str, Any]) -> tuple[str | None, dict[str, Any]] |
     return None
 
 
+def ome_member(attributes: dict[str, Any], key: str) -> tuple[str | None, Any] | None:
+    """(version, value) of OME member `key` (`plate`, `well`) of a group, or None if it has none.
+
+    0.5 keeps it under `ome` (the version beside it), 0.1-0.4 at the top of
+    the attributes (the version, if any, inside the member).
+    """
+    ome = attributes.get("ome")
+    if isinstance(ome, dict) and key in ome:
+        version = ome.get("version")
+        return (version if isinstance(version, str) else None), ome[key]
+    if key in attributes:
+        value = attributes[key]
+        version = value.get("version") if isinstance(value, dict) else None
+        return (version if isinstance(version, str) else None), value
+    return None
+
+
 def normalised_dataset_path(value: Any) -> str | None:
     """A dataset path as a relative path without `.` parts; None when it is not one (absolute, `..`).
 
     Dataset paths are relative to the image group and may reach into
-    sub-groups (ngff-zarr writes `scale0/zyx`).
+    sub-groups (ngff-zarr writes `scale0/zyx`); plate well paths (`A/1`)
+    and well field paths (`0`) follow the same rule.
     """
     if not isinstance(value, str) or not value or value.startswith("/"):
         return None
@@ -201,3 +220,28 @@ def _channel(doc: dict[str, Any]) -> Channel:
             raise ConventionError(f"omero channel window {window!r} needs numbers 'start' and 'end'")
         bounds = (float(start), float(end))
     return Channel(label, color, bounds)
+
+
+def label_colors(block: dict[str, Any]) -> tuple[LabelColor, ...]:
+    """`image-label.colors` of a label image: the RGBA of each label value; () when it lists none."""
+    image_label = block.get("image-label")
+    if not isinstance(image_label, dict):
+        raise ConventionError(f"'image-label' must be an object, got {type(image_label).__name__}")
+    colors = image_label.get("colors")
+    if colors is None:
+        return ()
+    if not isinstance(colors, list) or not all(isinstance(c, dict) for c in colors):
+        raise ConventionError("image-label.colors must be a list of objects")
+    out = []
+    for color in colors:
+        value, rgba = color.get("label-value"), color.get("rgba")
+        if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
+            raise ConventionError(f"image-label colour {color!r}: 'label-value' must be a number")
+        if not (isinstance(rgba, list) and len(rgba) == 4
+                and all(isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= 255 for v in rgba)):
+            raise ConventionError(f"image-label colour {color!r}: 'rgba' must be four integers 0-255")
+        out.append(LabelColor(value, tuple(rgba)))  # type: ignore[arg-type]
+    values = [c.value for c in out]
+    if len(set(values)) != len(values):
+        raise ConventionError(f"image-label colours repeat label values {values}")
+    return tuple(out)

@@ -18,9 +18,9 @@ from ..model.meta import ArrayMeta, GroupMeta
 from .axes import named_axes
 from .cf import quantity
 from .geo import ReadArray, georeference, nodata
-from .image import OmeImage, image_of_array
-from .ome import level_axes, ome_block, omero_channels
-from .semantics import Axis, Channel, ConventionError, Semantics
+from .image import OmeImage, PlateField, field_of_image, image_of_array, level_arrays, level_problems, plate_of_group
+from .ome import label_colors, level_axes, ome_block, omero_channels
+from .semantics import Axis, Channel, ConventionError, LabelColor, Semantics
 
 if TYPE_CHECKING:
     from ..model.hierarchy import Hierarchy
@@ -39,6 +39,8 @@ class SemanticsIndex:
         self.hierarchy = hierarchy
         self.read_array = read_array
         self._known: dict[str, tuple[ArrayMeta, Semantics]] = {}
+        # Images and plates whose problems were reported (with the first of their arrays to be resolved).
+        self._reported: set[tuple[str, str, int]] = set()
         self._lock = threading.Lock()
 
     def of(self, meta: ArrayMeta) -> Semantics:
@@ -72,20 +74,53 @@ class SemanticsIndex:
             log.warning("%s: array /%s: its image group could not be read for conventions (%s); served without "
                         "OME meaning", self.hierarchy.store.display_name, meta.path, exc)
             image = None
+        problems: list[str] = []
+        field = None
+        if image is not None:
+            try:
+                field = field_of_image(self.hierarchy, image[0])
+                problems = self._first_report(image[0], field)
+            except ZarrfsError as exc:
+                problems = [f"its image's levels or plate could not be read ({exc})"]
         return semantics_of(meta, name, group_attributes, siblings, self.read_array,
-                            self.hierarchy.store.display_name, image)
+                            self.hierarchy.store.display_name, image, tuple(problems), field)
+
+    def _first_report(self, image: OmeImage, field: PlateField | None) -> list[str]:
+        """What is wrong with the image's levels and its plate's wells, the first time one of its arrays asks.
+
+        The plate is read whole (one metadata lookup per well), once.
+        """
+        problems = []
+        if self._claim(("image", image.group_path, image.index)):
+            problems += [f"OME-Zarr image /{image.group_path}: {p}"
+                         for p in level_problems(image, level_arrays(self.hierarchy, image))]
+        if field is not None and self._claim(("plate", field.plate_path, 0)):
+            plate_group = self.hierarchy.node(field.plate_path)
+            plate = plate_of_group(self.hierarchy, plate_group) if isinstance(plate_group, GroupMeta) else None
+            problems += [f"OME-Zarr plate /{field.plate_path}: {p}" for p in (plate.problems if plate else ())]
+        return problems
+
+    def _claim(self, key: tuple[str, str, int]) -> bool:
+        with self._lock:
+            first = key not in self._reported
+            self._reported.add(key)
+        return first
 
 
 def semantics_of(meta: ArrayMeta, name: str, group_attributes: dict[str, Any], siblings: dict[str, ArrayMeta],
                  read_array: ReadArray, store_name: str = "",
-                 image: tuple[OmeImage, int] | None = None) -> Semantics:
+                 image: tuple[OmeImage, int] | None = None, problems: tuple[str, ...] = (),
+                 field: PlateField | None = None) -> Semantics:
     """The meaning of array `meta` (called `name` in a group with `group_attributes` and array `siblings`).
 
     `image` is the OME-Zarr image listing the array as a level, and which
     level (`conventions.image.image_of_array`): it may be any group above
-    the array, not only its parent.
+    the array, not only its parent. `problems` (its image's levels or plate
+    that name nothing) join the array's one warning; `field` is where the
+    image sits in a plate.
     """
-    ignored: list[str] = []
+    ignored: list[str] = list(problems)
+    colors: tuple[LabelColor, ...] = ()
     sources: list[str] = []
     axes: tuple[Axis, ...] | None = None
     channels: tuple[Channel, ...] = ()
@@ -106,6 +141,13 @@ def semantics_of(meta: ArrayMeta, name: str, group_attributes: dict[str, Any], s
                     sources.append("OME-Zarr omero channels")
             except ConventionError as exc:
                 ignored.append(f"OME-Zarr omero ({exc})")
+        if "image-label" in ome:
+            try:
+                colors = label_colors(ome)
+            except ConventionError as exc:
+                ignored.append(f"OME-Zarr image-label ({exc})")
+    if field is not None:
+        sources.append(field.describe())
     if axes is None:
         axes = named_axes(meta.dimension_names)
         if axes is not None:
@@ -132,7 +174,7 @@ def semantics_of(meta: ArrayMeta, name: str, group_attributes: dict[str, Any], s
     if ignored:
         log.warning("%s: array /%s: ignored %s; the array is served without it", store_name, meta.path,
                     "; ".join(ignored))
-    return Semantics(axes, channels, geo, missing, tuple(sources), values)
+    return Semantics(axes, channels, geo, missing, tuple(sources), values, label_colors=colors)
 
 
 def _ome_level(image: tuple[OmeImage, int] | None, group_attributes: dict[str, Any],

@@ -40,6 +40,14 @@ class Channel:
 
 
 @dataclass(frozen=True)
+class LabelColor:
+    """The display colour of one value of a label image (OME `image-label.colors`)."""
+
+    value: float  # the label value (an integer in practice)
+    rgba: tuple[int, int, int, int]  # 0-255 each
+
+
+@dataclass(frozen=True)
 class GeoReference:
     """Where the last two axes (y, x) lie on the map.
 
@@ -80,11 +88,12 @@ class Semantics:
     # What was recognised ("OME-Zarr 0.4 multiscales level 0", "GDAL _CRS"), for `zarrfs tree` and `.json`.
     sources: tuple[str, ...] = field(default=())
     quantity: Quantity | None = None  # CF packing, units and long name of the values
+    label_colors: tuple[LabelColor, ...] = ()  # a label image's colour per label value
 
     @property
     def empty(self) -> bool:
         return (self.axes is None and not self.channels and self.geo is None and self.nodata is None
-                and self.quantity is None)
+                and self.quantity is None and not self.label_colors)
 
     def describe(self) -> dict[str, Any]:
         """JSON-able form: the `semantics` member of the `.json` file and of `zarrfs tree --json`."""
@@ -94,5 +103,6 @@ class Semantics:
             "geo": asdict(self.geo) if self.geo is not None else None,
             "nodata": self.nodata,
             "quantity": asdict(self.quantity) if self.quantity is not None else None,
+            "label_colors": [asdict(color) for color in self.label_colors],
             "sources": list(self.sources),
         }

@@ -30,7 +30,7 @@ from ..errors import NotZarrError, StoreError
 from ..options import MAX_BACKOFF, StoreOptions
 from . import http_listing
 from .http import HttpReader
-from .icechunk import IcechunkFileSystem, local_repository, open_session_store
+from .icechunk import IcechunkFileSystem, local_repository, open_session_store, split_virtual_options
 from .references import PROTOCOL, is_reference_source, reference_options
 
 log = logging.getLogger(__name__)
@@ -41,6 +41,19 @@ _MISSING = (FileNotFoundError, KeyError, IsADirectoryError, NotADirectoryError)
 _PERMANENT = (PermissionError,)
 # Credentials that may sit in a URL (user:password@host); never log them.
 _URL_CREDENTIALS = re.compile(r"(?<=://)[^/@\s]+@")
+# A zipped OME-Zarr (RFC-9): a zip archive with the hierarchy at its top.
+OZX_SUFFIX = ".ozx"
+
+
+def zipped_ome_zarr(url: str) -> str:
+    """`zip::URL` for a bare `*.ozx` SOURCE (local or remote), so that it opens as the zip archive it is.
+
+    A chained URL (`zip://inside::x.ozx`) already says how to open it and is
+    left as given.
+    """
+    if "::" in url or not urlsplit(url).path.rstrip("/").lower().endswith(OZX_SUFFIX):
+        return url
+    return f"zip::{url}"
 
 
 def redact_url(url: str) -> str:
@@ -145,8 +158,9 @@ class Store:
         options = options or StoreOptions()
         if options.ref is not None or local_repository(url):
             return cls.open_icechunk(url, storage_options, options)
+        url = zipped_ome_zarr(url)
         protocol = url.split("::")[-1].partition("://")[0] if "://" in url else "file"
-        given = dict(storage_options or {})
+        given, _ = split_virtual_options(dict(storage_options or {}))  # those are for an Icechunk repository's
         fs_url = url
         if is_reference_source(url, given):
             fs_url, given = reference_options(url, given)
@@ -174,7 +188,7 @@ class Store:
                       options: StoreOptions | None = None) -> Store:
         """A read-only session of the Icechunk repository at SOURCE, at `options.ref` (default branch main)."""
         options = options or StoreOptions()
-        session_store = open_session_store(source, storage_options or {}, options.ref)
+        session_store = open_session_store(source, storage_options or {}, options.ref, options.virtual_chunks)
         name = f"{redact_url(source)}@{options.ref or 'main'}"
         return cls(IcechunkFileSystem(session_store), "", name, options)
 
