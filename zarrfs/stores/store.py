@@ -30,7 +30,7 @@ from ..errors import NotZarrError, StoreError
 from ..options import MAX_BACKOFF, StoreOptions
 from . import http_listing
 from .http import HttpReader
-from .icechunk import IcechunkFileSystem, local_repository, open_session_store, split_virtual_options
+from .icechunk import IcechunkFileSystem, local_repository, open_session_store
 from .references import PROTOCOL, is_reference_source, reference_options
 
 log = logging.getLogger(__name__)
@@ -160,7 +160,7 @@ class Store:
             return cls.open_icechunk(url, storage_options, options)
         url = zipped_ome_zarr(url)
         protocol = url.split("::")[-1].partition("://")[0] if "://" in url else "file"
-        given, _ = split_virtual_options(dict(storage_options or {}))  # those are for an Icechunk repository's
+        given = dict(storage_options or {})
         fs_url = url
         if is_reference_source(url, given):
             fs_url, given = reference_options(url, given)
@@ -188,7 +188,7 @@ class Store:
                       options: StoreOptions | None = None) -> Store:
         """A read-only session of the Icechunk repository at SOURCE, at `options.ref` (default branch main)."""
         options = options or StoreOptions()
-        session_store = open_session_store(source, storage_options or {}, options.ref, options.virtual_chunks)
+        session_store = open_session_store(source, storage_options or {}, options.ref)
         name = f"{redact_url(source)}@{options.ref or 'main'}"
         return cls(IcechunkFileSystem(session_store), "", name, options)
 
