@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import warnings
 import zipfile
@@ -324,13 +325,17 @@ def test_plate_wells_naming_nothing_are_said_once(tmp_path: Path) -> None:
         ome["plate"]["wells"] += [{"path": "B/2", "rowIndex": 1, "columnIndex": 1},
                                   {"path": "../A/1", "rowIndex": 0, "columnIndex": 0}]
     _patch_attributes(store, "", add_wells)
-    with mounted(store, tmp_path / "mnt", tmp_path / "log",
-                 expected_log=[r"OME-Zarr plate /: well 'B/2' names no well group"]) as mount:
+    said = [r"plate /: well B/2 is not a well group", r"plate /: well .*'\.\./A/1'.* has no usable path"]
+    with mounted(store, tmp_path / "mnt", tmp_path / "log", expected_log=said) as mount:
         for row, column, field in PLATE_FIELDS:
             described = mounted_json(mount / row / column / field / "s0.json")["semantics"]
             assert [a["scale"] for a in described["axes"]] == pytest.approx(PLATE_SCALE)
+            np.testing.assert_array_equal(np.load(mount / row / column / field / "s0.npy"),
+                                          sample(PLATE_SHAPE, PLATE_FIELDS.index((row, column, field))))
         assert sorted(n for n in os.listdir(mount / "B") if not n.startswith(".")) == ["3"]
         lines = [line for line in mount.log_lines() if "WARNING" in line]
-    assert len(lines) == 1 and "plate.wells[3] has no path below the plate group" in lines[0], lines
+    assert sorted(sum(bool(re.search(pattern, line)) for line in lines) for pattern in said) == [1, 1], lines
+    assert len(lines) == 2, lines
     result = run_zarrfs("tree", store)
-    assert "problem: well 'B/2' names no well group" in result.stdout
+    assert "OME-Zarr plate 'screen': 2 rows x 3 columns, 2 wells, 3 fields" in result.stdout
+    assert "well B/2 is not a well group" in result.stderr

@@ -6,7 +6,7 @@ import json
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from .conventions.image import group_layout
+from .conventions.layout import group_layout
 from .conventions.semantics import Quantity, Semantics
 from .model.hierarchy import Hierarchy
 from .model.meta import ArrayMeta, GroupMeta

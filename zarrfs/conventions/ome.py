@@ -2,7 +2,7 @@
 
 A level array is described by its image group (any group above it whose
 `multiscales` list it: `conventions.image`): 0.1–0.4 keep `multiscales`
-(and `omero`, `image-label`, `plate`, `well`) in the group's attributes, 0.5
+(and `omero`, `image-label`) in the group's attributes, 0.5
 under `attributes.ome`. Every function here raises `ConventionError` for
 metadata that is broken or contradicts itself; the caller then serves the
 array without that meaning.
@@ -38,23 +38,6 @@ def ome_block(attributes: dict[str, Any]) -> tuple[str | None, dict[str, Any]] |
         return (version if isinstance(version, str) else None), ome
     if "multiscales" in attributes:  # 0.1-0.4
         return None, attributes
-    return None
-
-
-def ome_member(attributes: dict[str, Any], key: str) -> tuple[str | None, Any] | None:
-    """(version, value) of OME member `key` (`plate`, `well`) of a group, or None if it has none.
-
-    0.5 keeps it under `ome` (the version beside it), 0.1-0.4 at the top of
-    the attributes (the version, if any, inside the member).
-    """
-    ome = attributes.get("ome")
-    if isinstance(ome, dict) and key in ome:
-        version = ome.get("version")
-        return (version if isinstance(version, str) else None), ome[key]
-    if key in attributes:
-        value = attributes[key]
-        version = value.get("version") if isinstance(value, dict) else None
-        return (version if isinstance(version, str) else None), value
     return None
 
 

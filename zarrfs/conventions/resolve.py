@@ -18,7 +18,8 @@ from ..model.meta import ArrayMeta, GroupMeta
 from .axes import named_axes
 from .cf import quantity
 from .geo import ReadArray, georeference, nodata
-from .image import OmeImage, PlateField, field_of_image, image_of_array, level_arrays, level_problems, plate_of_group
+from .image import OmeImage, image_of_array, level_arrays, level_problems
+from .layout import PlateField, field_of_image
 from .ome import label_colors, level_axes, ome_block, omero_channels
 from .semantics import Axis, Channel, ConventionError, LabelColor, Semantics
 
@@ -39,8 +40,8 @@ class SemanticsIndex:
         self.hierarchy = hierarchy
         self.read_array = read_array
         self._known: dict[str, tuple[ArrayMeta, Semantics]] = {}
-        # Images and plates whose problems were reported (with the first of their arrays to be resolved).
-        self._reported: set[tuple[str, str, int]] = set()
+        # Images whose problems were reported (with the first of their arrays to be resolved).
+        self._reported: set[tuple[str, int]] = set()
         self._lock = threading.Lock()
 
     def of(self, meta: ArrayMeta) -> Semantics:
@@ -79,32 +80,24 @@ class SemanticsIndex:
         if image is not None:
             try:
                 field = field_of_image(self.hierarchy, image[0])
-                problems = self._first_report(image[0], field)
+                problems = self._first_report(image[0])
             except ZarrfsError as exc:
                 problems = [f"its image's levels or plate could not be read ({exc})"]
         return semantics_of(meta, name, group_attributes, siblings, self.read_array,
                             self.hierarchy.store.display_name, image, tuple(problems), field)
 
-    def _first_report(self, image: OmeImage, field: PlateField | None) -> list[str]:
-        """What is wrong with the image's levels and its plate's wells, the first time one of its arrays asks.
+    def _first_report(self, image: OmeImage) -> list[str]:
+        """What is wrong with the image's levels, the first time one of its arrays asks (later ones: nothing).
 
-        The plate is read whole (one metadata lookup per well), once.
+        A plate's wells and fields that name nothing are `conventions.plate`'s to log.
         """
-        problems = []
-        if self._claim(("image", image.group_path, image.index)):
-            problems += [f"OME-Zarr image /{image.group_path}: {p}"
-                         for p in level_problems(image, level_arrays(self.hierarchy, image))]
-        if field is not None and self._claim(("plate", field.plate_path, 0)):
-            plate_group = self.hierarchy.node(field.plate_path)
-            plate = plate_of_group(self.hierarchy, plate_group) if isinstance(plate_group, GroupMeta) else None
-            problems += [f"OME-Zarr plate /{field.plate_path}: {p}" for p in (plate.problems if plate else ())]
-        return problems
-
-    def _claim(self, key: tuple[str, str, int]) -> bool:
         with self._lock:
-            first = key not in self._reported
-            self._reported.add(key)
-        return first
+            first = (image.group_path, image.index) not in self._reported
+            self._reported.add((image.group_path, image.index))
+        if not first:
+            return []
+        return [f"OME-Zarr image /{image.group_path}: {p}"
+                for p in level_problems(image, level_arrays(self.hierarchy, image))]
 
 
 def semantics_of(meta: ArrayMeta, name: str, group_attributes: dict[str, Any], siblings: dict[str, ArrayMeta],
