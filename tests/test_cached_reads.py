@@ -157,6 +157,7 @@ def test_c_releases_the_chunk_it_held() -> None:
     from zarrfs.engine._cached_reads import CachedReads
 
     table = CachedReads(1 << 20)
+    table.register_array(1)
     chunk = np.arange(12, dtype="<u4").reshape(3, 4)
     baseline = sys.getrefcount(chunk)
     table.add_chunk(1, 0, chunk)
@@ -180,6 +181,7 @@ def test_a_chunk_removed_while_c_copies_from_it_waits_for_the_copy() -> None:
     truth = np.arange(rows * width, dtype=np.uint32).astype(np.uint8).reshape(rows, width)
     chunk = truth.copy()
     table = CachedReads(1)
+    table.register_array(token)
     table.open_file(fh, token, 0, truth.size, 1, truth.shape, truth.shape)
     table.allow_stream(fh, truth.size)
     table.add_chunk(token, 0, chunk)

@@ -54,11 +54,16 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../_extension.h"
+
 #define MAX_DIMS 32
 /* Pieces (a run of one row in one chunk) one read may copy; a read needing more takes the Python
  * path, where the copy costs more than Python anyway. */
 #define MAX_PIECES_PER_READ 1024
 #define LATENCY_BUCKETS 32
+/* The largest read served here (FUSE reads are at most a few MiB): its size times 4 (the reach of
+ * a stream, `continues_stream`) cannot overflow. */
+#define MAX_READ_BYTES ((size_t)1 << 40)
 
 /* Chunks come and go with every cache load and eviction, interleaved with the decoded chunks'
  * own megabyte blocks: allocated from Python's small-object allocator (`PyMem_Malloc`, always
@@ -110,6 +115,11 @@ typedef struct File {
     int64_t stream_until; /* sequential reads ending here or before (in the region) need no Python */
 } File;
 
+typedef struct Array {
+    struct Array *next;
+    uint64_t token;
+} Array;
+
 typedef struct {
     PyObject_HEAD
     pthread_mutex_t lock;
@@ -117,6 +127,9 @@ typedef struct {
     Chunk **chunks;
     size_t chunk_buckets, chunk_count;
     File *files[64];
+    /* Tokens of the arrays whose chunks may be added (`register_array`, until `remove_array`): a
+     * chunk of an array already forgotten would stay pinned here, unreachable, until unmount. */
+    struct Array *arrays[64];
     int64_t sequential_bytes; /* reads within max(4 x size, this) of the last one are sequential */
     /* Counters, under the lock. */
     uint64_t served, served_in_streams, chunk_hits, latency[LATENCY_BUCKETS];
@@ -238,7 +251,7 @@ static int bit_length(uint64_t v) {
 /* Whether a read of [offset, offset + size) continues the file's reads (and note it), as
  * `Readahead.track` decides for its stream. */
 static int continues_stream(const CachedReads *self, File *f, int64_t offset, int64_t size) {
-    int64_t stop = offset + size;
+    int64_t stop = offset + size; /* `serve` checked that it holds, and that 4 x size does */
     int64_t reach = 4 * size > self->sequential_bytes ? 4 * size : self->sequential_bytes;
     int sequential = f->next_offset >= 0 && llabs(offset - f->next_offset) <= reach;
     f->next_offset = sequential && f->next_offset > stop ? f->next_offset : stop;
@@ -313,9 +326,13 @@ static long serve(void *table, uint64_t fh, char *out, size_t size, int64_t offs
     FilePiece from_files[MAX_PIECES_PER_READ];
     MemoryPiece from_memory[MAX_PIECES_PER_READ];
     int pieces = 0, file_pieces = 0, memory_pieces = 0, in_stream = 0;
+    /* Every sum below stays within int64 only for offsets and sizes whose bytes an int64 can
+     * address: anything else is not served here. */
+    if (offset < 0 || size == 0 || size > MAX_READ_BYTES || offset > INT64_MAX - (int64_t)size)
+        return -1;
     pthread_mutex_lock(&self->lock);
     File *f = find_file(self, fh);
-    if (f == NULL || size == 0)
+    if (f == NULL)
         goto done;
     in_stream = continues_stream(self, f, offset, (int64_t)size);
     int64_t start = offset - f->region_start, stop = start + (int64_t)size;
@@ -421,6 +438,26 @@ static int read_dims(PyObject *seq, int64_t *into, int ndim, const char *what) {
     return ok ? 0 : -1;
 }
 
+/* `itemsize` times the product of `dims` in `*bytes`; -1 (ValueError) if that overflows int64. */
+static int byte_count(const int64_t *dims, int ndim, int64_t itemsize, int64_t *bytes, const char *what) {
+    int64_t n = itemsize;
+    for (int axis = 0; axis < ndim; axis++) {
+        if (__builtin_mul_overflow(n, dims[axis], &n)) {
+            PyErr_Format(PyExc_ValueError, "%s: the byte count overflows 64 bits", what);
+            return -1;
+        }
+    }
+    *bytes = n;
+    return 0;
+}
+
+static Array *find_array(const CachedReads *self, uint64_t token) {
+    for (Array *a = self->arrays[token & 63]; a != NULL; a = a->next)
+        if (a->token == token)
+            return a;
+    return NULL;
+}
+
 static PyObject *link_chunk(CachedReads *self, Chunk *chunk);
 
 static PyObject *add_chunk(CachedReads *self, PyObject *args) {
@@ -450,6 +487,11 @@ static PyObject *add_chunk(CachedReads *self, PyObject *args) {
 /* Put `chunk` in the table in place of any with its key; takes it over, even on failure. */
 static PyObject *link_chunk(CachedReads *self, Chunk *chunk) {
     pthread_mutex_lock(&self->lock);
+    if (find_array(self, chunk->token) == NULL) { /* forgotten (or never registered): nothing reads it */
+        pthread_mutex_unlock(&self->lock);
+        free_chunk(self, chunk);
+        Py_RETURN_FALSE;
+    }
     Chunk *old = unlink_chunk(self, chunk->token, chunk->index);
     if (self->chunk_count >= self->chunk_buckets && grow_chunks(self) < 0) {
         pthread_mutex_unlock(&self->lock);
@@ -463,7 +505,7 @@ static PyObject *link_chunk(CachedReads *self, Chunk *chunk) {
     self->chunk_count++;
     pthread_mutex_unlock(&self->lock);
     free_chunk(self, old);
-    Py_RETURN_NONE;
+    Py_RETURN_TRUE;
 }
 
 static PyObject *add_file(CachedReads *self, PyObject *args) {
@@ -488,8 +530,13 @@ static PyObject *add_file(CachedReads *self, PyObject *args) {
         PyMem_RawFree(file);
         return NULL;
     }
-    int64_t stride = itemsize;
-    for (int axis = file->ndim - 1; axis >= 0; axis--) {
+    int64_t stride = itemsize, chunk_bytes;
+    if (byte_count(file->shape, file->ndim, itemsize, &chunk_bytes, "add_file") < 0) {
+        Py_DECREF(path);
+        PyMem_RawFree(file);
+        return NULL;
+    }
+    for (int axis = file->ndim - 1; axis >= 0; axis--) { /* each a factor of chunk_bytes: no overflow */
         file->strides[axis] = stride;
         stride *= file->shape[axis];
     }
@@ -577,6 +624,14 @@ static PyObject *remove_array(CachedReads *self, PyObject *args) {
         return NULL;
     Chunk *gone = NULL;
     pthread_mutex_lock(&self->lock);
+    Array *array = NULL;
+    for (Array **link = &self->arrays[token & 63]; *link != NULL; link = &(*link)->next) {
+        if ((*link)->token == token) {
+            array = *link;
+            *link = array->next;
+            break;
+        }
+    }
     for (size_t i = 0; i < self->chunk_buckets; i++) {
         for (Chunk **link = &self->chunks[i]; *link != NULL;) {
             Chunk *c = *link;
@@ -591,6 +646,7 @@ static PyObject *remove_array(CachedReads *self, PyObject *args) {
         }
     }
     pthread_mutex_unlock(&self->lock);
+    PyMem_RawFree(array);
     while (gone != NULL) {
         Chunk *next = gone->next;
         free_chunk(self, gone);
@@ -599,7 +655,26 @@ static PyObject *remove_array(CachedReads *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
-static PyObject *clear_chunks(CachedReads *self, PyObject *unused) {
+static PyObject *register_array(CachedReads *self, PyObject *args) {
+    unsigned long long token;
+    if (!PyArg_ParseTuple(args, "K:register_array", &token))
+        return NULL;
+    Array *array = PyMem_RawCalloc(1, sizeof(Array));
+    if (array == NULL)
+        return PyErr_NoMemory();
+    array->token = token;
+    pthread_mutex_lock(&self->lock);
+    if (find_array(self, token) == NULL) {
+        array->next = self->arrays[token & 63];
+        self->arrays[token & 63] = array;
+        array = NULL;
+    }
+    pthread_mutex_unlock(&self->lock);
+    PyMem_RawFree(array); /* registered already */
+    Py_RETURN_NONE;
+}
+
+static PyObject *clear_chunks(CachedReads *self, UNUSED PyObject *unused) {
     drop_all_chunks(self);
     Py_RETURN_NONE;
 }
@@ -628,12 +703,24 @@ static PyObject *open_file(CachedReads *self, PyObject *args) {
     f->itemsize = itemsize;
     f->ndim = (int)ndim;
     f->next_offset = -1;
-    if (read_dims(shape, f->shape, f->ndim, "shape") < 0 || read_dims(edges, f->edges, f->ndim, "edges") < 0) {
+    int64_t array_bytes;
+    if (read_dims(shape, f->shape, f->ndim, "shape") < 0 || read_dims(edges, f->edges, f->ndim, "edges") < 0
+            || byte_count(f->shape, f->ndim, itemsize, &array_bytes, "open_file") < 0) {
         PyMem_RawFree(f);
         return NULL;
     }
-    for (int axis = 0; axis < f->ndim; axis++)
-        f->counts[axis] = (f->shape[axis] + f->edges[axis] - 1) / f->edges[axis];
+    if (region_bytes > array_bytes || region_start > INT64_MAX - region_bytes) {
+        PyMem_RawFree(f);
+        return PyErr_Format(PyExc_ValueError, "open_file: a region of %lld bytes at %lld, the array has %lld",
+                            region_bytes, region_start, (long long)array_bytes);
+    }
+    for (int axis = 0; axis < f->ndim; axis++) {
+        /* A chunk wider than the array serves as one as wide: every product of edges and item size
+         * (`serve`) is then within the array's byte count. */
+        if (f->edges[axis] > f->shape[axis])
+            f->edges[axis] = f->shape[axis];
+        f->counts[axis] = f->shape[axis] / f->edges[axis] + (f->shape[axis] % f->edges[axis] != 0);
+    }
     pthread_mutex_lock(&self->lock);
     File *old = unlink_file(self, fh);
     f->next = self->files[fh & 63];
@@ -676,6 +763,11 @@ static PyObject *serve_into(CachedReads *self, PyObject *args) {
     Py_buffer out;
     if (PyObject_GetBuffer(target, &out, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0)
         return NULL;
+    if (offset < 0 || (uint64_t)out.len > MAX_READ_BYTES || offset > INT64_MAX - (long long)out.len) {
+        PyBuffer_Release(&out);
+        return PyErr_Format(PyExc_OverflowError, "serve_into: %zd bytes at offset %lld are past any file",
+                            out.len, offset);
+    }
     long n;
     Py_BEGIN_ALLOW_THREADS
     n = serve(self, fh, out.buf, (size_t)out.len, offset);
@@ -684,7 +776,7 @@ static PyObject *serve_into(CachedReads *self, PyObject *args) {
     return PyLong_FromLong(n);
 }
 
-static PyObject *counters(CachedReads *self, PyObject *unused) {
+static PyObject *counters(CachedReads *self, UNUSED PyObject *unused) {
     pthread_mutex_lock(&self->lock);
     uint64_t served = self->served, in_streams = self->served_in_streams, hits = self->chunk_hits;
     uint64_t latency[LATENCY_BUCKETS];
@@ -709,7 +801,7 @@ static void free_serve_entry(PyObject *capsule) {
     PyMem_RawFree(entry);
 }
 
-static PyObject *serve_capsule(CachedReads *self, PyObject *unused) {
+static PyObject *serve_capsule(CachedReads *self, UNUSED PyObject *unused) {
     ServeEntry *entry = PyMem_RawMalloc(sizeof(ServeEntry));
     if (entry == NULL)
         return PyErr_NoMemory();
@@ -724,35 +816,51 @@ static PyObject *serve_capsule(CachedReads *self, PyObject *unused) {
     return capsule;
 }
 
+/* The tables exist from allocation on, so that every method works on an object whose __init__
+ * never ran (`CachedReads.__new__(CachedReads)`). */
+static PyObject *cached_reads_new(PyTypeObject *type, UNUSED PyObject *args, UNUSED PyObject *kwargs) {
+    CachedReads *self = (CachedReads *)type->tp_alloc(type, 0);
+    if (self == NULL)
+        return NULL;
+    self->chunks = PyMem_RawCalloc(1024, sizeof(Chunk *));
+    if (self->chunks == NULL) {
+        Py_TYPE(self)->tp_free((PyObject *)self);
+        return PyErr_NoMemory();
+    }
+    self->chunk_buckets = 1024;
+    self->sequential_bytes = 0;
+    pthread_mutex_init(&self->lock, NULL);
+    pthread_cond_init(&self->unpinned, NULL);
+    return (PyObject *)self;
+}
+
 static int cached_reads_init(CachedReads *self, PyObject *args, PyObject *kwargs) {
     static char *names[] = {"sequential_bytes", NULL};
     long long sequential_bytes;
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "L:CachedReads", names, &sequential_bytes))
         return -1;
-    if (self->chunks != NULL) {
-        PyErr_SetString(PyExc_RuntimeError, "CachedReads is initialised once");
+    if (sequential_bytes < 0 || (uint64_t)sequential_bytes > 4 * MAX_READ_BYTES) {
+        PyErr_SetString(PyExc_ValueError, "CachedReads: sequential_bytes from 0 to 4 TiB");
         return -1;
     }
-    self->chunks = PyMem_RawCalloc(1024, sizeof(Chunk *));
-    if (self->chunks == NULL) {
-        PyErr_NoMemory();
-        return -1;
-    }
-    self->chunk_buckets = 1024;
+    pthread_mutex_lock(&self->lock);
     self->sequential_bytes = sequential_bytes;
-    pthread_mutex_init(&self->lock, NULL);
-    pthread_cond_init(&self->unpinned, NULL);
+    pthread_mutex_unlock(&self->lock);
     return 0;
 }
 
 static void cached_reads_dealloc(CachedReads *self) {
-    if (self->chunks != NULL) {
+    if (self->chunks != NULL) { /* NULL only if `cached_reads_new` failed */
         drop_all_chunks(self);
         PyMem_RawFree(self->chunks);
         for (int i = 0; i < 64; i++) {
             for (File *f = self->files[i], *next; f != NULL; f = next) {
                 next = f->next;
                 PyMem_RawFree(f);
+            }
+            for (Array *a = self->arrays[i], *next; a != NULL; a = next) {
+                next = a->next;
+                PyMem_RawFree(a);
             }
         }
         pthread_cond_destroy(&self->unpinned);
@@ -762,16 +870,21 @@ static void cached_reads_dealloc(CachedReads *self) {
 }
 
 static PyMethodDef cached_reads_methods[] = {
+    {"register_array", (PyCFunction)register_array, METH_VARARGS,
+     "register_array(token): chunks of the array `token` may be added (until `remove_array(token)`)."},
     {"add_chunk", (PyCFunction)add_chunk, METH_VARARGS,
-     "add_chunk(token, index, array): chunk `index` (flat, C order) of the array `token` is cached."},
+     "add_chunk(token, index, array) -> bool: chunk `index` (flat, C order) of the array `token` is cached "
+     "(False: the array is not registered, and nothing was kept)."},
     {"add_file", (PyCFunction)add_file, METH_VARARGS,
-     "add_file(token, index, path, shape, itemsize): chunk `index` of the array `token` is the file at "
-     "`path`, its C-order elements uncompressed (a chunk of `shape`: ValueError if the size differs)."},
+     "add_file(token, index, path, shape, itemsize) -> bool: chunk `index` of the array `token` is the file at "
+     "`path`, its C-order elements uncompressed (a chunk of `shape`: ValueError if the size differs or "
+     "overflows; False: the array is not registered)."},
     {"remove_chunk", (PyCFunction)remove_chunk, METH_VARARGS,
      "remove_chunk(token, index) -> bool: it left the cache (False if it was not here)."},
     {"take_touched", (PyCFunction)take_touched, METH_VARARGS,
      "take_touched(token, index) -> bool: whether a read was served from it since it was last asked."},
-    {"remove_array", (PyCFunction)remove_array, METH_VARARGS, "remove_array(token): forget every chunk of it."},
+    {"remove_array", (PyCFunction)remove_array, METH_VARARGS,
+     "remove_array(token): forget every chunk of it, and the array (see `register_array`)."},
     {"clear_chunks", (PyCFunction)clear_chunks, METH_NOARGS, "Forget every chunk."},
     {"open_file", (PyCFunction)open_file, METH_VARARGS,
      "open_file(fh, token, region_start, region_bytes, itemsize, shape, chunk_edges)"},
@@ -780,7 +893,8 @@ static PyMethodDef cached_reads_methods[] = {
      "allow_stream(fh, until): reads continuing the file's sequential stream may be answered here while "
      "they end at or before byte `until` of the element region (0: none)."},
     {"serve_into", (PyCFunction)serve_into, METH_VARARGS,
-     "serve_into(fh, out, offset) -> int: `serve` for a writable buffer (len(out) bytes): bytes, or -1."},
+     "serve_into(fh, out, offset) -> int: `serve` for a writable buffer (len(out) bytes): bytes, or -1 "
+     "(OverflowError for an offset below 0 or a range past 2**63)."},
     {"counters", (PyCFunction)counters, METH_NOARGS,
      "{'reads', 'reads_in_streams', 'chunk_hits', 'chunks', 'latency_buckets'}: reads served here (of "
      "them, in sequential streams), their latency in power-of-two microsecond buckets "
@@ -797,28 +911,32 @@ static PyTypeObject CachedReadsType = {
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_doc = "CachedReads(sequential_bytes): open files, cached chunks and chunk files that reads are "
               "served from without Python.",
-    .tp_new = PyType_GenericNew,
+    .tp_new = cached_reads_new,
     .tp_init = (initproc)cached_reads_init,
     .tp_dealloc = (destructor)cached_reads_dealloc,
     .tp_methods = cached_reads_methods,
 };
 
-static struct PyModuleDef cached_reads_module = {
-    PyModuleDef_HEAD_INIT, "zarrfs.engine._cached_reads",
-    "Reads served from cached chunks without Python.", -1, NULL,
-};
-
-PyMODINIT_FUNC PyInit__cached_reads(void) {
+static int cached_reads_exec(PyObject *module) {
     if (PyType_Ready(&CachedReadsType) < 0)
-        return NULL;
-    PyObject *module = PyModule_Create(&cached_reads_module);
-    if (module == NULL)
-        return NULL;
+        return -1;
     Py_INCREF(&CachedReadsType);
     if (PyModule_AddObject(module, "CachedReads", (PyObject *)&CachedReadsType) < 0) {
         Py_DECREF(&CachedReadsType);
-        Py_DECREF(module);
-        return NULL;
+        return -1;
     }
-    return module;
+    return 0;
+}
+
+ZARRFS_MODULE_SLOTS(cached_reads_slots, {Py_mod_exec, (void *)cached_reads_exec},);
+
+static struct PyModuleDef cached_reads_module = {
+    .m_base = PyModuleDef_HEAD_INIT,
+    .m_name = "zarrfs.engine._cached_reads",
+    .m_doc = "Reads served from cached chunks without Python.",
+    .m_slots = cached_reads_slots,
+};
+
+PyMODINIT_FUNC PyInit__cached_reads(void) {
+    return PyModuleDef_Init(&cached_reads_module);
 }

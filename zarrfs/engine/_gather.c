@@ -19,6 +19,8 @@
 #include <string.h>
 #include <sys/uio.h>
 
+#include "../_extension.h"
+
 #define MAX_DIMS 64
 #define LONG_COPY_BYTES (8 << 20)
 
@@ -80,7 +82,7 @@ PyDoc_STRVAR(copy_into_doc,
 "element size, holding the GIL unless it is longer than 8 MiB. The bytes are\n"
 "copied as they are: pass blocks of one dtype.");
 
-static PyObject *copy_into(PyObject *module, PyObject *args) {
+static PyObject *copy_into(UNUSED PyObject *module, PyObject *args) {
     PyObject *dst_obj, *src_obj;
     if (!PyArg_ParseTuple(args, "OO:copy_into", &dst_obj, &src_obj))
         return NULL;
@@ -129,7 +131,7 @@ PyDoc_STRVAR(preadv_into_doc,
 "Raises OSError as os.preadv does (BlockingIOError when RWF_NOWAIT found\n"
 "nothing cached). Holds the GIL only with RWF_NOWAIT.");
 
-static PyObject *preadv_into(PyObject *module, PyObject *args) {
+static PyObject *preadv_into(UNUSED PyObject *module, PyObject *args) {
     int fd, flags;
     PyObject *dst_obj;
     long long offset;
@@ -190,11 +192,16 @@ static PyMethodDef gather_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
+ZARRFS_MODULE_SLOTS(gather_slots, );
+
 static struct PyModuleDef gather_module = {
-    PyModuleDef_HEAD_INIT, "zarrfs.engine._gather",
-    "Strided copies into FUSE replies that keep the GIL while they cannot sleep.", -1, gather_methods,
+    .m_base = PyModuleDef_HEAD_INIT,
+    .m_name = "zarrfs.engine._gather",
+    .m_doc = "Strided copies into FUSE replies that keep the GIL while they cannot sleep.",
+    .m_methods = gather_methods,
+    .m_slots = gather_slots,
 };
 
 PyMODINIT_FUNC PyInit__gather(void) {
-    return PyModule_Create(&gather_module);
+    return PyModuleDef_Init(&gather_module);
 }

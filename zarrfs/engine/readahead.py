@@ -24,9 +24,10 @@ from __future__ import annotations
 import itertools
 import logging
 import math
+import threading
 import weakref
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -58,7 +59,14 @@ REQUEST_PER_CHUNK_FROM = 1 << 20
 
 @dataclass
 class ReadStream:
-    """Per open file: where the last read ended, how far ahead is loaded, and its window."""
+    """Per open file: where the last read ended, how far ahead is loaded, and its window.
+
+    Every FUSE thread reading the open file shares it (the kernel keeps several
+    readahead requests of one file in flight): a read updates it, from `track`
+    to telling C its stretch, holding `lock`, so that no two reads interleave
+    their updates of the band claim, `prefetched_until` and `c_until`.
+    `buffer` is read and replaced whole, outside the lock (`windowed`).
+    """
 
     next_offset: int = -1
     window: int = 0  # readahead window, bytes
@@ -72,6 +80,7 @@ class ReadStream:
     # how to tell C (set by the FUSE front for the files it registers; None: every read comes here).
     c_until: int = 0
     allow_c: Callable[[int], None] | None = None
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
 
 class BandClaim:

@@ -100,26 +100,9 @@ class ArrayReader:
             return 0
         size = stop - start
         if stream is not None:
-            if stream.c_until and self._files is None:
-                # Chunks the reads answered in C used are no longer readahead's (`ChunkCache.note_read`):
-                # those of the stretch were counted when it was granted (`_allow_c`); this counts
-                # the ones that were still loading then.
-                used = self.readahead.answered_in_c(stream, start)
-                if used:
-                    self.cache.note_read([(self._key_prefix, c) for c in used])
-            ahead = self.readahead.track(stream, start, stop)
-            if ahead:
-                values, pending = self.cache.get_many([(self._key_prefix, c) for c in ahead], self._load,
-                                                      size_hint=self.unit_nbytes, prefetch=True, batch=self._batch)
-                taken = len(values) + len(pending)  # the cache takes keys in order until it has no room
-                if taken < len(ahead):
-                    self.readahead.refused(stream, ahead[taken])
-            if stream.sequential:  # random reads (every pread) skip this
-                behind = self.readahead.passed(stream, start)
-                if behind:
-                    self.cache.demote([(self._key_prefix, c) for c in behind], recycle=self._recycles)
-            self._allow_c(stream)  # after `passed`: the stretch it allows ends where readahead has work
-            if stream.sequential:
+            with stream.lock:  # one read at a time updates the stream (`ReadStream`)
+                sequential = self._track(stream, start, stop)
+            if sequential:
                 window_bytes = self.readahead.window_bytes
                 if size < window_bytes:  # a window pays for small reads
                     data = windowed(stream, start, stop, self.nbytes, window_bytes, self.cache, self._fill_bytes)
@@ -130,6 +113,30 @@ class ArrayReader:
         if not self._read_in_one_row(start, stop, target):
             self._fill_bytes(start, stop, target)
         return size
+
+    def _track(self, stream: ReadStream, start: int, stop: int) -> bool:
+        """Readahead's bookkeeping of a read of [start, stop) (the stream's lock held); whether
+        the stream is sequential."""
+        if stream.c_until and self._files is None:
+            # Chunks the reads answered in C used are no longer readahead's (`ChunkCache.note_read`):
+            # those of the stretch were counted when it was granted (`_allow_c`); this counts
+            # the ones that were still loading then.
+            used = self.readahead.answered_in_c(stream, start)
+            if used:
+                self.cache.note_read([(self._key_prefix, c) for c in used])
+        ahead = self.readahead.track(stream, start, stop)
+        if ahead:
+            values, pending = self.cache.get_many([(self._key_prefix, c) for c in ahead], self._load,
+                                                  size_hint=self.unit_nbytes, prefetch=True, batch=self._batch)
+            taken = len(values) + len(pending)  # the cache takes keys in order until it has no room
+            if taken < len(ahead):
+                self.readahead.refused(stream, ahead[taken])
+        if stream.sequential:  # random reads (every pread) skip this
+            behind = self.readahead.passed(stream, start)
+            if behind:
+                self.cache.demote([(self._key_prefix, c) for c in behind], recycle=self._recycles)
+        self._allow_c(stream)  # after `passed`: the stretch it allows ends where readahead has work
+        return stream.sequential
 
     def _allow_c(self, stream: ReadStream) -> None:
         """Let the C path answer the stream's next reads, as far as readahead has nothing to do."""

@@ -41,11 +41,14 @@ class ServedChunks:
     def register_array(self, prefix: Hashable, token: int, chunk_counts: tuple[int, ...], dtype: np.dtype) -> None:
         """Chunks cached under keys `(prefix, coords)` belong to array `token`, a regular grid of
         `chunk_counts` chunks of `dtype` elements."""
+        self.table.register_array(token)
         self._arrays[prefix] = (token, chunk_counts, dtype)
 
     def forget_array(self, prefix: Hashable, token: int) -> None:
         """The array's reader is gone: C lets go of its chunks now (those the cache still holds
-        leave it later, unknown here). Safe from a finalizer: no lock of the cache is taken."""
+        leave it later, unknown here), and takes no more of them: a chunk whose place was found
+        before this ran (`cached`, `open_raw_file` in another thread) is refused by C then.
+        Safe from a finalizer: no lock of the cache is taken."""
         self._arrays.pop(prefix, None)
         self.table.remove_array(token)
         # Its chunk files' places stay in `_raw_files` (taking the lock here could deadlock the
@@ -74,7 +77,8 @@ class ServedChunks:
                 self._raw_files.move_to_end((token, index))
                 return
             try:
-                self.table.add_file(token, index, path, shape, dtype.itemsize)
+                if not self.table.add_file(token, index, path, shape, dtype.itemsize):
+                    return  # the array was forgotten meanwhile
             except (OSError, ValueError):  # gone or changed since: the Python path knows what to do
                 return
             self._raw_files[(token, index)] = None

@@ -14,9 +14,12 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/types.h>
+
+#include "../_extension.h"
 
 typedef struct {
     long (*serve)(void *table, uint64_t fh, char *out, size_t size, int64_t offset);
@@ -25,6 +28,9 @@ typedef struct {
 
 typedef int (*read_callback)(const char *path, char *buf, size_t size, off_t offset, void *fi);
 
+/* Set by `install` before libfuse has the callback and cleared by `uninstall` after it let go of
+ * it; the mutex orders two `install`s (free-threaded Python runs them side by side). */
+static pthread_mutex_t installing = PTHREAD_MUTEX_INITIALIZER;
 static ServeEntry *entry;
 static PyObject *kept; /* the capsule, alive while libfuse may call fast_read */
 static read_callback python_read;
@@ -48,16 +54,12 @@ PyDoc_STRVAR(install_doc,
 "`python_read_address` for everything else. `fh_offset` is the byte offset\n"
 "of `fh` in libfuse's struct fuse_file_info. Once per process.");
 
-static PyObject *install(PyObject *module, PyObject *args) {
+static PyObject *install(UNUSED PyObject *module, PyObject *args) {
     PyObject *capsule;
     unsigned long long python_address;
     Py_ssize_t offset;
     if (!PyArg_ParseTuple(args, "OKn:install", &capsule, &python_address, &offset))
         return NULL;
-    if (kept != NULL) {
-        PyErr_SetString(PyExc_RuntimeError, "the fast read path is installed already (one mount per process)");
-        return NULL;
-    }
     ServeEntry *found = PyCapsule_GetPointer(capsule, "zarrfs.engine._cached_reads.serve");
     if (found == NULL)
         return NULL;
@@ -65,11 +67,20 @@ static PyObject *install(PyObject *module, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "install: a callback address and the offset of fh");
         return NULL;
     }
-    Py_INCREF(capsule);
-    kept = capsule;
-    entry = found;
-    python_read = (read_callback)(uintptr_t)python_address;
-    fh_offset = (size_t)offset;
+    pthread_mutex_lock(&installing);
+    int taken = kept != NULL;
+    if (!taken) {
+        Py_INCREF(capsule);
+        kept = capsule;
+        entry = found;
+        python_read = (read_callback)(uintptr_t)python_address;
+        fh_offset = (size_t)offset;
+    }
+    pthread_mutex_unlock(&installing);
+    if (taken) {
+        PyErr_SetString(PyExc_RuntimeError, "the fast read path is installed already (one mount per process)");
+        return NULL;
+    }
     return PyLong_FromUnsignedLongLong((unsigned long long)(uintptr_t)fast_read);
 }
 
@@ -77,11 +88,13 @@ PyDoc_STRVAR(uninstall_doc,
 "uninstall()\n--\n\n"
 "Let go of what `install` kept. Only once libfuse can no longer call the callback.");
 
-static PyObject *uninstall(PyObject *module, PyObject *unused) {
+static PyObject *uninstall(UNUSED PyObject *module, UNUSED PyObject *unused) {
+    pthread_mutex_lock(&installing);
     PyObject *capsule = kept;
     kept = NULL;
     entry = NULL;
     python_read = NULL;
+    pthread_mutex_unlock(&installing);
     Py_XDECREF(capsule);
     Py_RETURN_NONE;
 }
@@ -92,11 +105,16 @@ static PyMethodDef fast_read_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
+ZARRFS_MODULE_SLOTS(fast_read_slots, );
+
 static struct PyModuleDef fast_read_module = {
-    PyModuleDef_HEAD_INIT, "zarrfs.fuse._fast_read",
-    "libfuse's read callback, answering first from cached chunks without Python.", -1, fast_read_methods,
+    .m_base = PyModuleDef_HEAD_INIT,
+    .m_name = "zarrfs.fuse._fast_read",
+    .m_doc = "libfuse's read callback, answering first from cached chunks without Python.",
+    .m_methods = fast_read_methods,
+    .m_slots = fast_read_slots,
 };
 
 PyMODINIT_FUNC PyInit__fast_read(void) {
-    return PyModule_Create(&fast_read_module);
+    return PyModuleDef_Init(&fast_read_module);
 }

@@ -15,10 +15,16 @@
  * destructor cannot use PyGILState_Release: glibc has already cleared
  * Python's own thread-specific slot by then; it restores the thread state
  * it stored itself, clears it and deletes it.
+ *
+ * A thread that `threading` started deletes its own thread state as it ends,
+ * before that destructor runs, which would then restore a freed thread state:
+ * `keep()` refuses such a thread (RuntimeError) rather than documenting it.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <pthread.h>
+
+#include "../_extension.h"
 
 static pthread_key_t kept_key;
 static int key_ready;
@@ -29,9 +35,46 @@ static void end_thread_state(void *kept) {
     PyThreadState_DeleteCurrent();
 }
 
-static PyObject *keep(PyObject *self, PyObject *unused) {
+/* 1 if `threading` started the calling thread (other than the main thread), 0 if not, -1 on an error.
+ * `threading._active` holds its threads by ident, and the `_DummyThread` it makes for a thread it
+ * did not start, once something asks for that thread's `current_thread()`. */
+static int started_by_threading(void) {
+    PyObject *threading = PyImport_ImportModule("threading");
+    if (threading == NULL)
+        return -1;
+    int started = -1;
+    PyObject *active = PyObject_GetAttrString(threading, "_active");
+    PyObject *main = PyObject_CallMethod(threading, "main_thread", NULL);
+    PyObject *dummy = PyObject_GetAttrString(threading, "_DummyThread");
+    PyObject *ident = PyLong_FromUnsignedLong(PyThread_get_thread_ident());
+    if (active != NULL && main != NULL && dummy != NULL && ident != NULL) {
+        PyObject *thread = PyObject_GetItem(active, ident);
+        if (thread == NULL && PyErr_ExceptionMatches(PyExc_KeyError)) {
+            PyErr_Clear();
+            started = 0;
+        } else if (thread != NULL) {
+            int is_dummy = PyObject_IsInstance(thread, dummy);
+            started = is_dummy < 0 ? -1 : thread != main && !is_dummy;
+            Py_DECREF(thread);
+        }
+    }
+    Py_XDECREF(ident);
+    Py_XDECREF(dummy);
+    Py_XDECREF(main);
+    Py_XDECREF(active);
+    Py_DECREF(threading);
+    return started;
+}
+
+static PyObject *keep(UNUSED PyObject *self, UNUSED PyObject *unused) {
     if (!key_ready || pthread_getspecific(kept_key) != NULL)
         Py_RETURN_NONE;
+    int started = started_by_threading();
+    if (started != 0) {
+        if (started > 0)
+            PyErr_SetString(PyExc_RuntimeError, "keep(): a thread that threading started ends its own thread state");
+        return NULL;
+    }
     PyGILState_Ensure(); /* the GIL is held: this only counts one more reference */
     if (pthread_setspecific(kept_key, PyThreadState_Get()) != 0) {
         PyGILState_Release(PyGILState_LOCKED);
@@ -45,25 +88,34 @@ PyDoc_STRVAR(keep_doc,
 "Keep the calling thread's Python thread state until the thread exits.\n"
 "Only for threads Python did not start (libfuse's workers) and the main\n"
 "thread: a thread that `threading` started deletes its own thread state\n"
-"as it ends, before the destructor here would.");
+"as it ends, before the destructor here would (RuntimeError).");
 
 static PyMethodDef threadstate_methods[] = {
     {"keep", keep, METH_NOARGS, keep_doc},
     {NULL, NULL, 0, NULL},
 };
 
-static struct PyModuleDef threadstate_module = {
-    PyModuleDef_HEAD_INIT, "zarrfs.fuse._threadstate",
-    "Python thread states that live as long as libfuse's worker threads.", -1, threadstate_methods,
-};
-
-PyMODINIT_FUNC PyInit__threadstate(void) {
+static int threadstate_exec(UNUSED PyObject *module) {
     if (!key_ready) {
         if (pthread_key_create(&kept_key, end_thread_state) != 0) {
             PyErr_SetString(PyExc_OSError, "pthread_key_create failed");
-            return NULL;
+            return -1;
         }
         key_ready = 1;
     }
-    return PyModule_Create(&threadstate_module);
+    return 0;
+}
+
+ZARRFS_MODULE_SLOTS(threadstate_slots, {Py_mod_exec, (void *)threadstate_exec},);
+
+static struct PyModuleDef threadstate_module = {
+    .m_base = PyModuleDef_HEAD_INIT,
+    .m_name = "zarrfs.fuse._threadstate",
+    .m_doc = "Python thread states that live as long as libfuse's worker threads.",
+    .m_methods = threadstate_methods,
+    .m_slots = threadstate_slots,
+};
+
+PyMODINIT_FUNC PyInit__threadstate(void) {
+    return PyModuleDef_Init(&threadstate_module);
 }

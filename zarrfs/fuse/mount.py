@@ -42,6 +42,11 @@ from .stopper import Stopper
 log = logging.getLogger(__name__)
 
 READY_TIMEOUT = 120.0  # seconds the parent waits for the daemon's READY
+# In the environment of a daemon that restarted itself for the allocator's settings. glibc strips
+# GLIBC_TUNABLES from the environment of a program it runs in secure mode (AT_SECURE: a setuid or
+# setgid interpreter, or one with file capabilities): there the restarted daemon finds the
+# settings missing again, and without this mark it would restart itself forever.
+ALLOCATOR_RESTARTED = "ZARRFS_ALLOCATOR_RESTARTED"
 
 
 class MountError(ZarrfsError):
@@ -360,10 +365,17 @@ def restart_with_allocator_environment(argv: list[str], ready_fd: int | None) ->
     daemon with them (`spawn_daemon`); a daemon started in the foreground (by
     systemd, or by hand) replaces itself once, before anything else: the same
     PID (what systemd watches), the same arguments, `ready_fd` kept open.
+    Once only: a daemon restarted already serves with what glibc gave it.
     """
     environ = allocator_environment(os.environ)
     if environ is None:
         return
+    if ALLOCATOR_RESTARTED in os.environ:
+        log.warning("kept glibc's default allocator settings: GLIBC_TUNABLES was dropped when this daemon "
+                    "restarted to set them (glibc ignores it for a setuid, setgid or capability-raising "
+                    "interpreter)")
+        return
+    environ[ALLOCATOR_RESTARTED] = "1"
     if ready_fd is not None:
         os.set_inheritable(ready_fd, True)
     sys.stdout.flush()
