@@ -36,6 +36,8 @@ _FLAGS = {
     "log_file": "--log-file",
     "log_level": "--log-level",
     "ref": "--ref",
+    "disk_cache": "--disk-cache",
+    "disk_cache_size": "--disk-cache-size",
 }
 
 
@@ -71,6 +73,7 @@ def mounted(source: str | Path, mountpoint: str | Path | None = None, **options:
     Python names: `cache_size="256M"`, `formats=["npy", "tif"]`,
     `storage_options={"anon": True}`, `ref="v1"` (Icechunk), `workers`,
     `max_concurrency`, `timeout`, `retries`, `metadata_ttl`, `allow_other`,
+    `disk_cache="/var/cache/zarrfs"` and `disk_cache_size="20G"`,
     `fuse_options=["max_read=1048576"]`, `log_file`, `log_level`.
     Raises `zarrfs.errors.ZarrfsError` (with the same message the command
     prints) when the mount fails. If files are still open at the end, the

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 from collections.abc import Callable, Iterable
 
 from .formats import DEFAULT_FORMATS, FORMAT_GROUPS, RAW_SIDECARS
 from .options import (
+    DEFAULT_DISK_CACHE_BYTES,
+    DiskCacheOptions,
     EngineOptions,
     StoreOptions,
     default_workers,
@@ -27,7 +30,7 @@ log = logging.getLogger(__name__)
 MOUNT_DESCRIPTION = """\
 Mount SOURCE read-only on MOUNTPOINT. Each group becomes a directory, each
 array N the files N.npy, N.raw (C-order element bytes) with its headers
-N.raw.hdr (ENVI), N.mhd (MetaImage) and N.nhdr (NRRD), N.tif (ImageJ
+N.raw.hdr (ENVI), N.mhd (MetaImage) and N.nrrd.nhdr (NRRD), N.tif (ImageJ
 hyperstack with calibration, GeoTIFF tags when georeferenced), N.tiled.tif
 (tiled GeoTIFF with the image's pyramid as overviews, for GDAL/QGIS) and
 N.json; a string array only N.npy and N.json. By default the command returns
@@ -61,6 +64,11 @@ def add_mount_commands(commands: argparse._SubParsersAction, add_source: Callabl
     mount.add_argument("--metadata-ttl", default="forever", metavar="DURATION",
                        help="how long listings and metadata stay valid, e.g. 60, 5m; new arrays appear "
                             "after it (default: %(default)s: read once per mount)")
+    mount.add_argument("--disk-cache", metavar="DIR",
+                       help="keep what a remote store sent (chunks, shard ranges, metadata) in DIR on local "
+                            "disk across remounts; several mounts may share DIR (default: off)")
+    mount.add_argument("--disk-cache-size", default=f"{DEFAULT_DISK_CACHE_BYTES >> 30}G", metavar="SIZE",
+                       help="most bytes DIR may hold; least recently used copies go first (default: %(default)s)")
     mount.add_argument("--foreground", "-f", action="store_true",
                        help="stay in the foreground (for systemd); logs go to stderr")
     mount.add_argument("--allow-other", action="store_true",
@@ -91,6 +99,13 @@ def _suffixes(text: str) -> tuple[str, ...]:
     if orphans and "raw" not in names:
         raise OptionsError(f"--formats: {','.join(orphans)} describe the .raw file; add raw to the list")
     return tuple(suffix for n in names for suffix in FORMAT_GROUPS[n])
+
+
+def _disk_cache(args: argparse.Namespace, ttl: float | None) -> DiskCacheOptions | None:
+    if not args.disk_cache:
+        return None
+    # Absolute: the background daemon does not keep the caller's working directory.
+    return DiskCacheOptions(os.path.abspath(args.disk_cache), parse_size(args.disk_cache_size), ttl)
 
 
 LOG_FORMAT = "%(asctime)s zarrfs[%(process)d] %(levelname)s %(name)s: %(message)s"
@@ -125,7 +140,8 @@ def run_mount_command(args: argparse.Namespace) -> int:
         storage_options=storage_options,
         engine=EngineOptions(cache_bytes=parse_size(args.cache_size), workers=max(1, args.workers),
                              store=StoreOptions(timeout=args.timeout, retries=args.retries,
-                                                max_concurrency=args.max_concurrency, ref=args.ref),
+                                                max_concurrency=args.max_concurrency, ref=args.ref,
+                                                disk_cache=_disk_cache(args, ttl)),
                              metadata_ttl=ttl),
         suffixes=_suffixes(args.formats),
         allow_other=args.allow_other,

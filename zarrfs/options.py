@@ -99,6 +99,28 @@ _DURATION = re.compile(r"^(\d+(?:\.\d+)?)\s*([smh]?)$")
 _DURATION_UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0}
 
 
+# A default that holds a few of the usual remote arrays, yet fits on any workstation's SSD.
+DEFAULT_DISK_CACHE_BYTES = 10 << 30
+MIN_DISK_CACHE_BYTES = 16 << 20
+
+
+@dataclass(frozen=True)
+class DiskCacheOptions:
+    """`--disk-cache DIR` / `--disk-cache-size SIZE` (stores/disk_cache.py)."""
+
+    directory: str
+    max_bytes: int = DEFAULT_DISK_CACHE_BYTES
+    # `--metadata-ttl`: copies validated longer ago than this are revalidated before use; None: copies
+    # of chunks are kept as they are, and metadata documents are revalidated once per mount.
+    ttl: float | None = None
+
+    def __post_init__(self) -> None:
+        if not self.directory:
+            raise OptionsError("--disk-cache needs a directory")
+        if self.max_bytes < MIN_DISK_CACHE_BYTES:
+            raise OptionsError(f"--disk-cache-size must be at least {MIN_DISK_CACHE_BYTES >> 20} MiB")
+
+
 @dataclass(frozen=True)
 class StoreOptions:
     """How zarrfs talks to a (remote) store.
@@ -116,6 +138,8 @@ class StoreOptions:
     max_concurrency: int = 32
     # Icechunk repositories: the branch, tag or snapshot id to read (None: branch main).
     ref: str | None = None
+    # A persistent cache on local disk of what a remote store answered (None: off).
+    disk_cache: DiskCacheOptions | None = None
 
     def __post_init__(self) -> None:
         if self.timeout <= 0 or self.retries < 0 or self.retry_backoff < 0 or self.max_concurrency < 1:

@@ -13,7 +13,9 @@ connections than requests were in flight at once (`Store` bounds that by
 
 Only GETs go through here: `Store` uses it for `cat_file` on a plain http(s)
 URL given without storage options, and http_listing.py for that source's
-listings and existence checks; every other backend stays with fsspec.
+listings and existence checks; every other backend stays with fsspec. The
+disk cache (disk_cache.py) asks for validators and revalidates its copies
+with conditional GETs (`fetch`): a 304 costs a round trip and no body.
 
 Answers mean what they mean for fsspec's HTTP file system, so `Store`'s
 retries treat them alike: 404 and 410 are a missing key
@@ -38,6 +40,9 @@ MAX_REDIRECTS = 5
 PIECE = 1 << 20
 _MISSING_STATUS = (404, 410)
 _REDIRECT_STATUS = (301, 302, 303, 307, 308)
+# What tells one version of an object from another, and the request header that asks "changed since?".
+VALIDATORS = ("ETag", "Last-Modified")
+CONDITIONS = {"ETag": "If-None-Match", "Last-Modified": "If-Modified-Since"}
 # Percent-escapes in the URL stay as they are; what would not survive a request line is escaped.
 _SAFE = "/%:@!$&'()*+,;=-._~"
 
@@ -60,24 +65,43 @@ class HttpReader:
 
     def page(self, url: str, byte_range: str | None = None) -> tuple[bytes | bytearray, str | None]:
         """The body at `url` (redirects followed) and its media type, if the answer named one."""
+        body, media_type, _ = self._answer(url, byte_range, {})
+        assert body is not None  # (only a conditional GET is answered 304)
+        return body, media_type
+
+    def fetch(self, url: str, start: int | None = None, end: int | None = None,
+              validators: dict[str, str] | None = None) -> tuple[bytes | bytearray | None, dict[str, str]]:
+        """`cat_file`'s bytes and the object's validators (ETag, Last-Modified, as the server sent them).
+
+        With `validators` (of a copy kept earlier) the GET is conditional: a body of None means
+        the server answered 304, the copy is still the object's current version.
+        """
+        conditions = {CONDITIONS[name]: value for name, value in (validators or {}).items() if name in CONDITIONS}
+        if start is not None and start == end and not conditions:
+            return b"", {}
+        body, _, got = self._answer(url, _range(start, end), conditions)
+        return body, got
+
+    def _answer(self, url: str, byte_range: str | None, conditions: dict[str, str],
+                ) -> tuple[bytes | bytearray | None, str | None, dict[str, str]]:
         deadline = time.monotonic() + self.timeout
         for _ in range(MAX_REDIRECTS + 1):
-            answer = self._get(url, byte_range, deadline)
+            answer = self._get(url, byte_range, deadline, conditions)
             if isinstance(answer, str):
                 url = urljoin(url, answer)
                 continue
             return answer
         raise OSError(f"more than {MAX_REDIRECTS} redirects from {url}")
 
-    def _get(self, url: str, byte_range: str | None, deadline: float,
-             ) -> tuple[bytes | bytearray, str | None] | str:
-        """(the body of one GET, its media type), or where a redirect points."""
+    def _get(self, url: str, byte_range: str | None, deadline: float, conditions: dict[str, str],
+             ) -> tuple[bytes | bytearray | None, str | None, dict[str, str]] | str:
+        """(the body of one GET (None: 304), its media type, its validators), or where a redirect points."""
         parts = urlsplit(url)
         if parts.scheme not in ("http", "https"):
             raise OSError(f"a redirect to {parts.scheme}: is not followed")
         target = quote(parts.path or "/", safe=_SAFE) + (f"?{parts.query}" if parts.query else "")
         host = parts.netloc.rpartition("@")[2]  # http.client sends it as the Host header
-        headers = {"Accept-Encoding": "identity", "User-Agent": self._user_agent}
+        headers = {"Accept-Encoding": "identity", "User-Agent": self._user_agent, **conditions}
         if byte_range:
             headers["Range"] = byte_range
         key = (parts.scheme, host)
@@ -93,10 +117,13 @@ class HttpReader:
                 connection.close()
                 connection, _ = self._connection(key, deadline, fresh=True)
                 response = _send(connection, target, headers, deadline)
-            if response.status in _REDIRECT_STATUS or response.status >= 400:  # no body to keep
-                response.read()
-                answer: tuple[bytes | bytearray, str | None] | str | Exception
-                if response.status in _REDIRECT_STATUS:
+            validators = {name: value for name in VALIDATORS if (value := response.getheader(name))}
+            if response.status in _REDIRECT_STATUS or response.status >= 400 or response.status == 304:
+                response.read()  # no body to keep
+                answer: tuple[bytes | bytearray | None, str | None, dict[str, str]] | str | Exception
+                if response.status == 304:
+                    answer = None, None, validators
+                elif response.status in _REDIRECT_STATUS:
                     answer = response.getheader("Location") or ""
                 elif response.status in _MISSING_STATUS:
                     answer = FileNotFoundError(url)
@@ -105,7 +132,7 @@ class HttpReader:
             else:
                 media_type = response.getheader("Content-Type")
                 answer = _read_body(connection, response, deadline), \
-                    media_type.partition(";")[0].strip() if media_type else None
+                    media_type.partition(";")[0].strip() if media_type else None, validators
         except BaseException:
             # A connection that failed half-way has unread bytes or none: never reuse it.
             connection.close()

@@ -29,6 +29,7 @@ from fsspec.implementations.local import LocalFileSystem
 from ..errors import NotZarrError, StoreError
 from ..options import MAX_BACKOFF, StoreOptions
 from . import http_listing
+from .disk_cache import DiskCache, Fetched
 from .http import HttpReader
 from .icechunk import IcechunkFileSystem, local_repository, open_session_store
 from .references import PROTOCOL, is_reference_source, reference_options
@@ -75,6 +76,13 @@ def backend_defaults(protocol: str, options: StoreOptions) -> dict[str, Any]:
     return {}
 
 
+def _identity(url: str, storage_options: dict[str, Any]) -> str:
+    """What names a store's objects: its URL without credentials, and the endpoint the options point at."""
+    client = storage_options.get("client_kwargs") or {}
+    endpoint = storage_options.get("endpoint_url") or (client.get("endpoint_url") if isinstance(client, dict) else None)
+    return f"{redact_url(url)} {redact_url(str(endpoint))}" if endpoint else redact_url(url)
+
+
 def _merged(defaults: dict[str, Any], given: dict[str, Any]) -> dict[str, Any]:
     """`given` over `defaults`, one level of nested dicts merged too (config_kwargs)."""
     merged = dict(defaults)
@@ -97,6 +105,7 @@ class StoreStats:
         self.bytes_fetched = 0
         self.in_flight = 0
         self.max_in_flight = 0
+        self.disk_cache: DiskCache | None = None  # its figures are reported with these
 
     def started(self) -> None:
         with self._lock:
@@ -113,11 +122,15 @@ class StoreStats:
         with self._lock:
             setattr(self, field, getattr(self, field) + 1)
 
-    def as_dict(self) -> dict[str, int]:
+    def as_dict(self) -> dict[str, Any]:
         with self._lock:
-            return {"requests": self.requests, "retries": self.retries, "failures": self.failures,
-                    "bytes_fetched": self.bytes_fetched, "in_flight": self.in_flight,
-                    "max_in_flight": self.max_in_flight}
+            figures: dict[str, Any] = {
+                "requests": self.requests, "retries": self.retries, "failures": self.failures,
+                "bytes_fetched": self.bytes_fetched, "in_flight": self.in_flight,
+                "max_in_flight": self.max_in_flight}
+        if self.disk_cache is not None:
+            figures["disk_cache"] = self.disk_cache.describe()
+        return figures
 
 
 def _http_ls(reader: HttpReader, url: str, detail: bool = True) -> list[dict[str, Any]]:
@@ -126,7 +139,7 @@ def _http_ls(reader: HttpReader, url: str, detail: bool = True) -> list[dict[str
 
 # What a plain http(s) source does with zarrfs's own client instead of fsspec's file system.
 _HTTP_METHODS: dict[str, Callable[..., Any]] = {
-    "cat_file": HttpReader.cat_file, "ls": _http_ls, "exists": http_listing.exists,
+    "cat_file": HttpReader.cat_file, "fetch": HttpReader.fetch, "ls": _http_ls, "exists": http_listing.exists,
 }
 
 
@@ -134,7 +147,8 @@ class Store:
     """Read-only access to the keys below `root` on an fsspec file system."""
 
     def __init__(self, fs: fsspec.AbstractFileSystem | Callable[[], fsspec.AbstractFileSystem], root: str,
-                 display_name: str, options: StoreOptions | None = None, http: HttpReader | None = None) -> None:
+                 display_name: str, options: StoreOptions | None = None, http: HttpReader | None = None,
+                 identity: str | None = None, immutable: bool = False) -> None:
         # `fs` may be a function that makes it: a plain http(s) source reads and lists through
         # `http` and needs fsspec's file system (aiohttp: ~9 MiB resident) for nothing else.
         self._fs = fs if isinstance(fs, fsspec.AbstractFileSystem) else None
@@ -150,6 +164,11 @@ class Store:
         # Async backends (HTTP, S3, GCS) run on fsspec's event loop: calling
         # their coroutines directly lets a timeout cancel the request. (fsspec's HTTP is one.)
         self._async = http is not None or (isinstance(self._fs, AsyncFileSystem) and not self._fs.asynchronous)
+        # `identity`: what tells this store's answers from any other's in a shared disk cache (None: not
+        # remote, or nothing tells); `immutable`: its answers never change (an Icechunk snapshot).
+        self.disk_cache = DiskCache(self.options.disk_cache, identity, immutable) \
+            if self.options.disk_cache is not None and identity is not None and self._async else None
+        self.stats.disk_cache = self.disk_cache
 
     @classmethod
     def open(cls, url: str, storage_options: dict[str, Any] | None = None,
@@ -170,7 +189,8 @@ class Store:
         plain_http = (protocol in ("http", "https") and "::" not in url and not given
                       and "@" not in urlsplit(url).netloc)
         if plain_http:  # fsspec's root for an http(s) URL is the URL itself; its file system waits
-            return cls(lambda: url_to_fs(fs_url)[0], fs_url, redact_url(url), options, HttpReader(options.timeout))
+            return cls(lambda: url_to_fs(fs_url)[0], fs_url, redact_url(url), options, HttpReader(options.timeout),
+                       identity=redact_url(url))
         try:
             fs, root = url_to_fs(fs_url, **_merged(backend_defaults(protocol, options), given))
         except FileNotFoundError as exc:
@@ -181,7 +201,7 @@ class Store:
             raise NotZarrError(f"cannot open {redact_url(url)}: {what}: {exc}") from exc
         except (ImportError, TypeError, OSError) as exc:
             raise NotZarrError(f"cannot open {redact_url(url)}: {exc}") from exc
-        return cls(fs, root, redact_url(url), options)
+        return cls(fs, root, redact_url(url), options, identity=_identity(url, given))
 
     @classmethod
     def open_icechunk(cls, source: str, storage_options: dict[str, Any] | None = None,
@@ -190,7 +210,9 @@ class Store:
         options = options or StoreOptions()
         session_store = open_session_store(source, storage_options or {}, options.ref)
         name = f"{redact_url(source)}@{options.ref or 'main'}"
-        return cls(IcechunkFileSystem(session_store), "", name, options)
+        snapshot = getattr(getattr(session_store, "session", None), "snapshot_id", None)
+        identity = None if local_repository(source) or not snapshot else f"{redact_url(source)}@{snapshot}"
+        return cls(IcechunkFileSystem(session_store), "", name, options, identity=identity, immutable=True)
 
     @property
     def fs(self) -> fsspec.AbstractFileSystem:
@@ -241,7 +263,8 @@ class Store:
                 nbytes = 0
                 try:
                     result = self._invoke(method, *args, **kwargs)
-                    nbytes = len(result) if isinstance(result, bytes | bytearray) else 0
+                    body = result[0] if isinstance(result, tuple) else result  # (HttpReader.fetch's)
+                    nbytes = len(body) if isinstance(body, bytes | bytearray) else 0
                     return result
                 except _MISSING:
                     raise
@@ -266,22 +289,47 @@ class Store:
 
     def get(self, key: str) -> bytes | None:
         """The whole value of `key`, or None if it does not exist."""
-        try:
-            return self._call(f"reading {key!r}", "cat_file", self._path(key))
-        except _MISSING:
-            return None
+        return self._read(key, None, None)
 
     def get_range(self, key: str, start: int, stop: int) -> bytes | None:
         """Bytes [start, stop) of `key`; negative `start` counts from the end."""
+        return self._read(key, start, stop)
+
+    def _read(self, key: str, start: int | None, stop: int | None) -> bytes | None:
+        if self.disk_cache is None:
+            return self._fetch(key, start, stop, None).data
+        return self.disk_cache.get(key, start, stop, lambda validators: self._fetch(key, start, stop, validators))
+
+    def _fetch(self, key: str, start: int | None, stop: int | None,
+               validators: dict[str, str] | None) -> Fetched:
+        """`key` (bytes [start, stop) unless both are None) from the store, with its validators when the
+        store tells them; given `validators` of a kept copy, `unchanged` when that copy is current."""
+        what = f"reading {key!r}" if start is None else f"reading {key!r} [{start}:{stop}]"
+        end = stop if stop else None
         try:
-            data = self._call(f"reading {key!r} [{start}:{stop}]", "cat_file", self._path(key),
-                              start=start, end=stop if stop else None)
+            if self._http is not None and self.disk_cache is not None:
+                data, got = self._call(what, "fetch", self._path(key), start=start, end=end, validators=validators)
+                if data is None:
+                    return Fetched(None, got or validators or {}, unchanged=True)
+            else:
+                got = self._version(key, validators) if validators is not None else {}
+                if validators and got and got == validators:
+                    return Fetched(None, got, unchanged=True)
+                data = self._call(what, "cat_file", self._path(key), start=start, end=end) if start is not None \
+                    else self._call(what, "cat_file", self._path(key))
         except _MISSING:
-            return None
-        if len(data) > stop - start:  # (stop 0 with a negative start: the last -start bytes)
+            return Fetched(None)
+        if start is not None and stop is not None and len(data) > stop - start:
             # The server ignored the Range header (python -m http.server does) and sent the whole object.
+            # (stop 0 with a negative start: the last -start bytes.)
             data = data[start:stop] if stop else data[start:]
-        return data
+        return Fetched(data, got)
+
+    def _version(self, key: str, validators: dict[str, str]) -> dict[str, str]:
+        """The ETag of `key` as the store's `info` tells it ({} when it does not), to revalidate a copy."""
+        info = self._call(f"checking {key!r}", "info", self._path(key))
+        etag = info.get("ETag") or info.get("etag") if isinstance(info, dict) else None
+        return {"ETag": str(etag)} if etag else {}
 
     def exists(self) -> bool:
         """Whether the store root exists at all (for telling 'missing' from 'not Zarr')."""
