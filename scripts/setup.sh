@@ -48,8 +48,9 @@ ZP3X_ZARR=3.4.2
 ZP3X_CAST_VALUE_RS=0.5.1  # zarr-python's cast_value codec computes with it
 # OME-Zarr writers that need zarr-python 3.2+ (tests/ome_writers.py): levels in sub-groups, HCS plates.
 ZP3X_OME_WRITERS=("ngff-zarr==0.50.0" "iohub==0.3.11")
-if ! .venv-zp34/bin/python -c "import zarr, cast_value_rs, ngff_zarr, iohub; assert zarr.__version__ == '$ZP3X_ZARR'" \
-        2>/dev/null; then
+ZP3X_ICECHUNK=2.3.0  # tests/icechunk2_writer.py: format 1 and 2 repositories with virtual chunks
+if ! .venv-zp34/bin/python -c "import zarr, cast_value_rs, ngff_zarr, iohub, icechunk
+assert zarr.__version__ == '$ZP3X_ZARR' and icechunk.__version__ == '$ZP3X_ICECHUNK'" 2>/dev/null; then
     py312=""
     for candidate in python3.12 "$(pyenv root 2>/dev/null)"/versions/3.12*/bin/python3.12; do
         if "$candidate" -c 'import sys; assert sys.version_info >= (3, 12)' 2>/dev/null; then
@@ -63,8 +64,8 @@ if ! .venv-zp34/bin/python -c "import zarr, cast_value_rs, ngff_zarr, iohub; ass
         rm -rf .venv-zp34
         "$py312" -m venv .venv-zp34
         .venv-zp34/bin/python -m pip install -q "zarr==$ZP3X_ZARR" "cast-value-rs==$ZP3X_CAST_VALUE_RS" \
-            "${ZP3X_OME_WRITERS[@]}" 2>&1 | grep -v "^WARNING: Location" || true
-        .venv-zp34/bin/python -c "import zarr, cast_value_rs, ngff_zarr, iohub" >/dev/null
+            "${ZP3X_OME_WRITERS[@]}" "icechunk==$ZP3X_ICECHUNK" 2>&1 | grep -v "^WARNING: Location" || true
+        .venv-zp34/bin/python -c "import zarr, cast_value_rs, ngff_zarr, iohub, icechunk" >/dev/null
     fi
 fi
 

@@ -36,6 +36,7 @@ _FLAGS = {
     "log_file": "--log-file",
     "log_level": "--log-level",
     "ref": "--ref",
+    "virtual_chunks": "--virtual-chunks",  # a list: the flag once per prefix
     "disk_cache": "--disk-cache",
     "disk_cache_size": "--disk-cache-size",
 }
@@ -51,8 +52,8 @@ def mount_argv(source: str, mountpoint: str, *, formats: Sequence[str] | None = 
                            f"{sorted([*_FLAGS, 'formats', 'storage_options', 'allow_other', 'fuse_options'])}")
     argv = ["mount", str(source), str(mountpoint)]
     for name, value in options.items():
-        if value is not None:
-            argv += [_FLAGS[name], str(value)]
+        for item in value if isinstance(value, list | tuple) else [] if value is None else [value]:
+            argv += [_FLAGS[name], str(item)]
     if formats is not None:
         argv += ["--formats", ",".join(formats)]
     for key, value in (storage_options or {}).items():
@@ -71,7 +72,8 @@ def mounted(source: str | Path, mountpoint: str | Path | None = None, **options:
     `mountpoint`: an existing empty directory, or None for a new temporary
     one (removed afterwards). Options are those of `zarrfs mount`, by their
     Python names: `cache_size="256M"`, `formats=["npy", "tif"]`,
-    `storage_options={"anon": True}`, `ref="v1"` (Icechunk), `workers`,
+    `storage_options={"anon": True}`, `ref="v1"` and
+    `virtual_chunks=["/data/nc"]` (Icechunk), `workers`,
     `max_concurrency`, `timeout`, `retries`, `metadata_ttl`, `allow_other`,
     `disk_cache="/var/cache/zarrfs"` and `disk_cache_size="20G"`,
     `fuse_options=["max_read=1048576"]`, `log_file`, `log_level`.

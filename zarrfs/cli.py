@@ -53,6 +53,11 @@ def _add_source(parser: argparse.ArgumentParser) -> None:
                         help=STORAGE_OPTION_HELP)
     parser.add_argument("--ref", metavar="NAME",
                         help="Icechunk repositories: the branch, tag or snapshot id to read (default: branch main)")
+    parser.add_argument("--virtual-chunks", action="append", default=[], metavar="PREFIX",
+                        help="Icechunk repositories: follow the virtual chunk containers the repository declares "
+                             "under PREFIX (a local path, file://, s3://, gs://, https://), repeatable; none "
+                             "by default. Credentials of remote ones: -S virtual.key=..., virtual.secret=..., "
+                             "virtual.anon=true (else from the environment)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -86,7 +91,7 @@ def _tree(args: argparse.Namespace) -> int:
     # An engine, not only the hierarchy: georeferencing may need a small
     # coordinate array's values.
     engine = Engine.open(args.source, parse_storage_options(args.storage_option),
-                         EngineOptions(store=StoreOptions(ref=args.ref)))
+                         EngineOptions(store=StoreOptions(ref=args.ref, virtual_chunks=tuple(args.virtual_chunks))))
     try:
         semantics = SemanticsIndex(engine.hierarchy, engine.read_array)
         if args.json:

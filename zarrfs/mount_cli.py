@@ -141,6 +141,7 @@ def run_mount_command(args: argparse.Namespace) -> int:
         engine=EngineOptions(cache_bytes=parse_size(args.cache_size), workers=max(1, args.workers),
                              store=StoreOptions(timeout=args.timeout, retries=args.retries,
                                                 max_concurrency=args.max_concurrency, ref=args.ref,
+                                                virtual_chunks=tuple(args.virtual_chunks),
                                                 disk_cache=_disk_cache(args, ttl)),
                              metadata_ttl=ttl),
         suffixes=_suffixes(args.formats),

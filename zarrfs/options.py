@@ -138,6 +138,8 @@ class StoreOptions:
     max_concurrency: int = 32
     # Icechunk repositories: the branch, tag or snapshot id to read (None: branch main).
     ref: str | None = None
+    # Icechunk repositories: prefixes under which virtual chunk containers may be followed (none by default).
+    virtual_chunks: tuple[str, ...] = ()
     # A persistent cache on local disk of what a remote store answered (None: off).
     disk_cache: DiskCacheOptions | None = None
 

@@ -7,12 +7,33 @@ chunks under its own layout; its Python package gives a zarr-python `Store`
 the same `Store` class reads it with the same timeouts, retries, concurrency
 bound and counters as every other source.
 
+Two on-disk formats: format 1 (icechunk 1.x, and 2.x with spec_version=1)
+has `refs/` and `snapshots/` at its top; format 2 (icechunk 2.x's default)
+has a `repo` object and `snapshots/`, no `refs/`. icechunk 2 reads both,
+icechunk 1 only format 1, and icechunk 2 needs Python >= 3.12.
+
+Virtual chunks point into other files through the containers the
+repository's config declares (`file:///data/nc/`, `s3://bucket/`). Following
+them reads whatever the repository points at, so a container is authorized
+only when it lies under a prefix the user names (`--virtual-chunks PREFIX`,
+a plain path meaning `file://` + that absolute path); nothing is followed by
+default. Credentials of remote containers come from storage options spelled
+`virtual.KEY` (`-S virtual.key=@env:NAME`, fsspec's names: key, secret, token,
+anon), so they take the same way off the command line and out of logs as
+every other credential; without them, from the environment. A chunk in a
+container not authorized is a permanent error that names the container and
+the option (EIO, not retried).
+
 Needs the optional `icechunk` extra (`pip install 'zarrfs[icechunk]'`).
 """
 
 from __future__ import annotations
 
+import logging
 import os
+import posixpath
+import re
+import sys
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -20,8 +41,17 @@ from fsspec.asyn import AsyncFileSystem
 
 from ..errors import NotZarrError
 
-# A repository's top level: refs/ (branches and tags) and snapshots/, whatever else its version adds.
-LAYOUT_DIRECTORIES = ("refs", "snapshots")
+log = logging.getLogger(__name__)
+
+SNAPSHOTS = "snapshots"
+FORMAT1_REFS = "refs"  # a directory: branches and tags
+FORMAT2_REPO = "repo"  # an object: branches, tags and config
+# Storage options for virtual chunk containers, not for the repository's own storage.
+VIRTUAL_OPTION_PREFIX = "virtual."
+VIRTUAL_CHUNKS_OPTION = "--virtual-chunks"
+# What icechunk says when a chunk points into a container nobody authorized.
+_UNAUTHORIZED = re.compile(r"resolves to the url prefix (\S+?),? to be able")
+_NEWER_FORMAT = "please upgrade"
 
 
 def load_icechunk() -> Any:
@@ -35,25 +65,105 @@ def load_icechunk() -> Any:
     return icechunk
 
 
-def looks_like_repository(names: list[str] | set[str]) -> bool:
-    """Whether a directory listing is an Icechunk repository's top level."""
-    return all(name in names for name in LAYOUT_DIRECTORIES)
+def looks_like_repository(directories: list[str] | set[str], files: list[str] | set[str]) -> bool:
+    """Whether a directory listing is an Icechunk repository's top level (format 1 or 2)."""
+    return SNAPSHOTS in directories and (FORMAT1_REFS in directories or FORMAT2_REPO in files)
 
 
 def local_repository(source: str) -> bool:
     """Whether SOURCE is a local directory holding an Icechunk repository (no Zarr metadata at its top)."""
     path = source.removeprefix("file://")
-    return "://" not in path and all(os.path.isdir(os.path.join(path, d)) for d in LAYOUT_DIRECTORIES)
+    if "://" in path or not os.path.isdir(os.path.join(path, SNAPSHOTS)):
+        return False
+    return os.path.isdir(os.path.join(path, FORMAT1_REFS)) or os.path.isfile(os.path.join(path, FORMAT2_REPO))
 
 
-def open_session_store(source: str, storage_options: dict[str, Any], ref: str | None) -> Any:
-    """The zarr-python store of a read-only session of the repository at SOURCE, at `ref` (default: branch main)."""
+def split_virtual_options(options: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(the repository's storage options, the virtual chunk containers' ones with `virtual.` taken off)."""
+    own = {k: v for k, v in options.items() if not k.startswith(VIRTUAL_OPTION_PREFIX)}
+    virtual = {k.removeprefix(VIRTUAL_OPTION_PREFIX): v for k, v in options.items()
+               if k.startswith(VIRTUAL_OPTION_PREFIX)}
+    return own, virtual
+
+
+def open_session_store(source: str, storage_options: dict[str, Any], ref: str | None,
+                       virtual_chunks: tuple[str, ...] = ()) -> Any:
+    """The zarr-python store of a read-only session of the repository at SOURCE, at `ref` (default: branch main).
+
+    `virtual_chunks`: the prefixes under which the repository's virtual chunk containers may be followed.
+    """
     icechunk = load_icechunk()
+    own, virtual = split_virtual_options(storage_options)
+    storage = _storage(icechunk, source, own)
     try:
-        repository = icechunk.Repository.open(_storage(icechunk, source, storage_options))
+        access = _virtual_access(icechunk, storage, source, virtual_chunks, virtual)
+        repository = icechunk.Repository.open(storage, authorize_virtual_chunk_access=access or None)
     except icechunk.IcechunkError as exc:
+        if _NEWER_FORMAT in str(exc):
+            raise NotZarrError(f"{source}: {_newer_icechunk_needed(icechunk)}") from None
         raise NotZarrError(f"{source}: not an Icechunk repository, or it cannot be read: {_first_line(exc)}") from None
     return _session(icechunk, repository, source, ref).store
+
+
+def _newer_icechunk_needed(icechunk: Any) -> str:
+    python = "" if sys.version_info >= (3, 12) else (
+        f", which needs Python 3.12 or newer (this is Python {sys.version.split()[0]}): "
+        "make zarrfs's venv with python3.12 or newer")
+    return (f"an Icechunk format 2 repository, which icechunk {icechunk.__version__} cannot read: "
+            f"install icechunk 2 (`pip install 'icechunk>=2.1'`){python}")
+
+
+def allowed_prefix(text: str) -> str:
+    """A --virtual-chunks value as a URL prefix ending in '/': a plain path is file:// + its absolute path."""
+    if "://" not in text:
+        text = "file://" + os.path.abspath(os.path.expanduser(text))
+    return _as_directory(text)
+
+
+def _as_directory(url: str) -> str:
+    scheme, _, rest = url.partition("://")
+    if scheme == "file":  # '..' must not lead a container out of the path the user named
+        rest = posixpath.normpath(rest) if rest else "/"
+    return f"{scheme}://{rest.rstrip('/')}/"
+
+
+def _virtual_access(icechunk: Any, storage: Any, source: str, allowed: tuple[str, ...],
+                    options: dict[str, Any]) -> dict[str, Any]:
+    """Credentials for each container the repository declares that lies under an allowed prefix."""
+    config = icechunk.Repository.fetch_config(storage)
+    declared = sorted((config.virtual_chunk_containers or {}) if config is not None else {})
+    prefixes = [allowed_prefix(a) for a in allowed]
+    access = {}
+    for container in declared:
+        if any(_as_directory(container).startswith(prefix) for prefix in prefixes):
+            access[container] = _credentials(icechunk, container, options)
+    refused = [c for c in declared if c not in access]
+    if refused:
+        log.info("%s: virtual chunk containers not followed (%s names what may be): %s",
+                 source, VIRTUAL_CHUNKS_OPTION, ", ".join(refused))
+    return access
+
+
+def _credentials(icechunk: Any, container: str, options: dict[str, Any]) -> Any:
+    """Icechunk's credentials for one container, from its `virtual.*` storage options (fsspec's names)."""
+    scheme = urlsplit(container).scheme
+    # icechunk >= 2.1 wants explicit no-credential sentinels where 1.x took None.
+    sentinels = getattr(icechunk, "credentials", None)
+    if scheme == "file":
+        return getattr(sentinels, "LocalFileSystemAccess", None)
+    if scheme in ("http", "https"):
+        return getattr(sentinels, "HttpAccess", None)
+    anonymous = bool(options.get("anon")) or None
+    if scheme in ("s3", "s3a"):
+        credentials = icechunk.s3_credentials(
+            access_key_id=options.get("key"), secret_access_key=options.get("secret"),
+            session_token=options.get("token"), anonymous=anonymous,
+            from_env=None if anonymous or options.get("key") else True)
+    elif scheme in ("gs", "gcs"):
+        credentials = icechunk.gcs_credentials(anonymous=anonymous, from_env=None if anonymous else True)
+    else:
+        credentials = icechunk.azure_credentials(from_env=True)
+    return icechunk.containers_credentials({container: credentials})[container]
 
 
 def _session(icechunk: Any, repository: Any, source: str, ref: str | None) -> Any:
@@ -85,7 +195,7 @@ def _first_line(exc: BaseException) -> str:
 
 
 def _storage(icechunk: Any, source: str, options: dict[str, Any]) -> Any:
-    """Icechunk storage for a local path, s3:// or gs:// URL; storage options in fsspec's spelling."""
+    """Icechunk storage for a local path, s3://, gs:// or (icechunk 2) http(s):// URL; options in fsspec's spelling."""
     url = urlsplit(source)
     if url.scheme in ("", "file"):
         return icechunk.local_filesystem_storage(url.path if url.scheme else source)
@@ -103,7 +213,14 @@ def _storage(icechunk: Any, source: str, options: dict[str, Any]) -> Any:
     if url.scheme in ("gs", "gcs"):
         return icechunk.gcs_storage(bucket=bucket, prefix=prefix, anonymous=options.get("anon") or options.get("token") == "anon",
                                     from_env=None if options.get("anon") else True)
-    raise NotZarrError(f"{source}: Icechunk repositories are read from local paths, s3:// or gs:// URLs")
+    if url.scheme in ("http", "https") and hasattr(icechunk, "http_storage"):
+        return icechunk.http_storage(source, headers=options.get("headers"))
+    raise NotZarrError(f"{source}: Icechunk repositories are read from local paths, s3:// or gs:// URLs"
+                       " (and http(s):// with icechunk 2)")
+
+
+class IcechunkReadError(Exception):
+    """An error icechunk raised while reading a key, in one line."""
 
 
 class IcechunkFileSystem(AsyncFileSystem):
@@ -140,7 +257,15 @@ class IcechunkFileSystem(AsyncFileSystem):
             # Icechunk refuses keys that cannot be Zarr keys ('invalid zarr key format'): absent by definition.
             if "invalid zarr key" in str(exc):
                 raise FileNotFoundError(path) from None
-            raise
+            unauthorized = _UNAUTHORIZED.search(str(exc))
+            if unauthorized:  # permanent: the same answer until the user allows the container
+                container = unauthorized.group(1)
+                raise PermissionError(f"virtual chunk container {container} is not authorized "
+                                      f"(allow it with {VIRTUAL_CHUNKS_OPTION} {container})") from None
+            if isinstance(exc, KeyError):  # icechunk 2's NotFoundError: absent
+                raise
+            # Icechunk's messages carry a multi-line context trace: the log and the user get its first line.
+            raise IcechunkReadError(f"{type(exc).__name__}: {_first_line(exc)}") from None
         if buffer is None:
             raise FileNotFoundError(path)
         data = buffer.to_bytes()

@@ -31,7 +31,7 @@ from ..options import MAX_BACKOFF, StoreOptions
 from . import http_listing
 from .disk_cache import DiskCache, Fetched
 from .http import HttpReader
-from .icechunk import IcechunkFileSystem, local_repository, open_session_store
+from .icechunk import IcechunkFileSystem, local_repository, open_session_store, split_virtual_options
 from .references import PROTOCOL, is_reference_source, reference_options
 
 log = logging.getLogger(__name__)
@@ -179,7 +179,7 @@ class Store:
             return cls.open_icechunk(url, storage_options, options)
         url = zipped_ome_zarr(url)
         protocol = url.split("::")[-1].partition("://")[0] if "://" in url else "file"
-        given = dict(storage_options or {})
+        given, _ = split_virtual_options(dict(storage_options or {}))  # those are for an Icechunk repository's
         fs_url = url
         if is_reference_source(url, given):
             fs_url, given = reference_options(url, given)
@@ -208,7 +208,7 @@ class Store:
                       options: StoreOptions | None = None) -> Store:
         """A read-only session of the Icechunk repository at SOURCE, at `options.ref` (default branch main)."""
         options = options or StoreOptions()
-        session_store = open_session_store(source, storage_options or {}, options.ref)
+        session_store = open_session_store(source, storage_options or {}, options.ref, options.virtual_chunks)
         name = f"{redact_url(source)}@{options.ref or 'main'}"
         snapshot = getattr(getattr(session_store, "session", None), "snapshot_id", None)
         identity = None if local_repository(source) or not snapshot else f"{redact_url(source)}@{snapshot}"
