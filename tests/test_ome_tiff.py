@@ -220,5 +220,5 @@ def test_plate_is_one_ome_tiff_with_its_wells_and_fields(version: str, tmp_path:
         # flattened, field k's level l is series 2k + l
         np.testing.assert_array_equal(bfconvert_plane(path, tmp_path, series=4, c=1), fields[("B/3", "0")][1])
         np.testing.assert_array_equal(bfconvert_plane(path, tmp_path, series=3, c=0),
-                                      zarr.open_group(str(store / "A" / "1" / "1"), mode="r")["1"][0])
+                                      zarr.open_group(str(store / "A" / "1" / "1"), mode="r")["s1"][0])
         assert (mount / "B" / "3" / "1" / "image.ome.tif").exists()  # each field keeps its own file
