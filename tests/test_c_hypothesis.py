@@ -1,0 +1,95 @@
+"""`CachedReads.serve_into` (engine/_cached_reads.c) and the Python reader driven by the same random
+plans: grids, dtypes, offsets and sizes at any alignment (header bytes too), chunks evicted from C
+between reads. Wherever C answers, its bytes are the Python reader's and numpy's; it refuses a
+read only when a chunk the read needs is not in C (or the read is not all in the element region)."""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+
+import numpy as np
+import zarr
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from zarr.codecs import BytesCodec, ZstdCodec
+
+from zarrfs.engine.engine import Engine
+from zarrfs.options import EngineOptions
+from zarrfs.view import VirtualTree
+
+FH = 9
+
+
+@st.composite
+def grids(draw: st.DrawFn) -> tuple[tuple[int, ...], tuple[int, ...], str]:
+    ndim = draw(st.integers(1, 3))
+    shape = tuple(draw(st.integers(1, 12)) for _ in range(ndim))
+    edges = tuple(draw(st.integers(1, extent + 2)) for extent in shape)  # edges past the array too
+    dtype = draw(st.sampled_from(["|u1", "<u2", ">i4", "<f8", ">u8"]))
+    return shape, edges, dtype
+
+
+plans = st.lists(st.one_of(st.tuples(st.just("read"), st.integers(0, 1 << 12), st.integers(1, 1 << 11)),
+                           st.tuples(st.just("evict"), st.integers(0, 1 << 12), st.just(0))), min_size=1, max_size=30)
+
+
+def chunks_of(offset: int, size: int, header: int, shape: tuple[int, ...], edges: tuple[int, ...],
+              itemsize: int) -> set[int]:
+    """Flat indices of the chunks holding file bytes [offset, offset + size) of the element region."""
+    first, last = (offset - header) // itemsize, (offset + size - 1 - header) // itemsize
+    coords = np.unravel_index(np.arange(first, last + 1), shape)
+    counts = [-(-extent // edge) for extent, edge in zip(shape, edges, strict=True)]
+    return set(np.ravel_multi_index([c // edge for c, edge in zip(coords, edges, strict=True)], counts).tolist())
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(grid=grids(), plan=plans, seed=st.integers(0, 2**32 - 1))
+def test_c_and_python_serve_the_same_bytes(tmp_path_factory, grid, plan, seed) -> None:  # noqa: ANN001
+    shape, edges, dtype = grid
+    rng = np.random.default_rng(seed)
+    truth = rng.integers(0, 255, size=int(np.prod(shape)) * np.dtype(dtype).itemsize, dtype=np.uint8)
+    truth = truth.view(dtype).reshape(shape)
+    path = tmp_path_factory.mktemp("plan") / "a.zarr"
+    endian = "big" if np.dtype(dtype).byteorder == ">" else "little"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        zarr.create_array(str(path), shape=shape, chunks=edges, dtype=dtype, compressors=[ZstdCodec(level=1)],
+                          serializer=BytesCodec(endian=endian) if np.dtype(dtype).itemsize > 1 else BytesCodec(),
+                          fill_value=0)[...] = truth
+    engine = Engine.open(str(path), options=EngineOptions(cache_bytes=64 << 20))
+    try:
+        handle = VirtualTree(engine, root_name="a").open("/a.npy")
+        served = handle.served_file()
+        assert served is not None
+        token, header, region, itemsize, c_shape, c_edges = served
+        assert (c_shape, c_edges, region) == (shape, edges, truth.nbytes)
+        table = engine.cache.served.table
+        table.open_file(FH, token, header, region, itemsize, c_shape, c_edges)
+        table.allow_stream(FH, region)  # a stream's reads are allowed too: every read may be answered
+        whole = np.empty(handle.size, np.uint8)
+        assert handle.read_into(0, whole) == handle.size  # Python reads (and caches) every chunk
+        assert whole[header:].tobytes() == truth.tobytes()
+        counts = [-(-extent // edge) for extent, edge in zip(shape, edges, strict=True)]
+        in_c = set(range(int(np.prod(counts))))
+        for action, where, size in plan:
+            if action == "evict":
+                index = where % int(np.prod(counts))
+                table.remove_chunk(token, index)
+                in_c.discard(index)
+                continue
+            offset = where % handle.size
+            out = np.full(size, 0xA5, np.uint8)
+            python = np.empty(size, np.uint8)
+            got = table.serve_into(FH, out, offset)
+            expected = whole[offset:offset + size]
+            python_got = handle.read_into(offset, python)
+            assert python[:python_got].tobytes() == expected.tobytes()
+            if got >= 0:
+                assert got == size
+                assert out.tobytes() == expected.tobytes() == python[:got].tobytes()
+            else:
+                inside = offset >= header and offset + size <= header + region
+                assert not inside or not chunks_of(offset, size, header, shape, edges, itemsize) <= in_c
+    finally:
+        engine.close()
