@@ -115,9 +115,10 @@ class PlainChunkSource:
         self._decodes_into = meta.codec.decodes_into(meta.dtype)
         # Pre-2.8 zarr NestedDirectoryStore wrote 'i/j' keys without saying so.
         # None = not known yet: a missing dotted key also tries the nested one,
-        # until a chunk is found either way. Loads run on many threads at once,
-        # so the layout only ever changes from unknown to known.
-        self._nested: bool | None = None if meta.zarr_format == "2" and meta.ndim > 1 else False
+        # until a chunk is found either way (a declared separator needs no such
+        # guess: each missing chunk would cost a second 404). Loads run on many
+        # threads at once, so the layout only ever changes from unknown to known.
+        self._nested: bool | None = None if meta.key_separator_guessed and meta.ndim > 1 else False
         stores_plain = getattr(meta.codec, "stores_plain_elements", None)
         self.plain_local_files = meta.ndim > 0 and store.local_path("") is not None \
             and stores_plain is not None and stores_plain(meta.dtype)

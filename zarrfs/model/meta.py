@@ -46,6 +46,9 @@ class ArrayMeta:
     # `fill_value` a 0-d object array). Such an array has no byte layout until the engine
     # finds its width (engine/vlen.py); its files are .npy and .json only.
     vlen: str | None = None
+    # v2 without `dimension_separator`: pre-2.8 NestedDirectoryStore may have written 'i/j' keys
+    # while the metadata says nothing, so a missing dotted key is tried nested too.
+    key_separator_guessed: bool = False
 
     @property
     def ndim(self) -> int:

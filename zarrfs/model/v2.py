@@ -74,6 +74,7 @@ def parse_v2_array(doc: Any, path: str, prefix: str, attributes: dict[str, Any],
         dimension_names=_xarray_dimensions(attributes, len(shape)),
         fill_value_null=doc.get("fill_value") is None,
         vlen=vlen,
+        key_separator_guessed="dimension_separator" not in doc,
     )
 
 
