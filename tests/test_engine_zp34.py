@@ -402,7 +402,7 @@ def test_types_without_numpy_type_are_their_stored_bytes(data_type: str, endian:
     built = {suffix: FORMATS[suffix](meta, Semantics(), "a") for suffix in FORMATS}
     assert built[".npy"] is None and built[".tif"] is None
     assert built[".raw"] is not None and built[".json"] is not None
-    assert built[".raw.hdr"] is None and built[".mhd"] is None and built[".nhdr"] is None  # headers would lie
+    assert built[".raw.hdr"] is None and built[".mhd"] is None and built[".nrrd.nhdr"] is None  # headers would lie
 
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

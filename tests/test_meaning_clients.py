@@ -3,7 +3,7 @@
 Writers: ome-zarr-py (OME-Zarr 0.4 and 0.5 images and labels), GDAL's Zarr
 driver (`gdal_translate -of Zarr` from GeoTIFFs), xarray + rioxarray
 (`rio.write_crs`, `to_zarr`, v2 and v3). Clients: SimpleITK reading `N.mhd`
-and `N.nhdr`, GDAL reading `N.raw` through `N.raw.hdr` (compared with GDAL's
+and `N.nrrd.nhdr`, GDAL reading `N.raw` through `N.raw.hdr` (compared with GDAL's
 own Zarr driver on the same store) and the band names of `N.tiled.tif`,
 `zarrfs tree`, the `.json` file.
 Expected values come from what was handed to the writer or from what the
@@ -79,13 +79,13 @@ def test_simpleitk_reads_calibrated_zyx_levels(version: str, tmp_path: Path) -> 
             expected = np.load(mount / f"{path}.npy")
             if path == "s0":
                 np.testing.assert_array_equal(expected, data)
-            for suffix in (".mhd", ".nhdr"):
+            for suffix in (".mhd", ".nrrd.nhdr"):
                 image = sitk.ReadImage(str(mount / f"{path}{suffix}"))
                 np.testing.assert_array_equal(sitk.GetArrayFromImage(image), expected)
                 # ITK lists x first; OME lists z, y, x.
                 assert image.GetSpacing() == pytest.approx(scale[::-1]), (path, suffix)
                 assert image.GetOrigin() == pytest.approx(translation[::-1]), (path, suffix)
-            values, header = nrrd.read(str(mount / f"{path}.nhdr"), index_order="C")  # pynrrd: another reader
+            values, header = nrrd.read(str(mount / f"{path}.nrrd.nhdr"), index_order="C")  # pynrrd: another reader
             np.testing.assert_array_equal(values, expected)
             assert np.diag(header["space directions"]) == pytest.approx(scale[::-1])
             assert header["space origin"] == pytest.approx(translation[::-1])
@@ -109,8 +109,11 @@ def test_tczyx_axes_units_channels_in_json_tree_and_mhd(version: str, tmp_path: 
             assert [a["origin"] for a in semantics["axes"]] == pytest.approx(translation)
             assert [(c["label"], c["color"], tuple(c["window"])) for c in semantics["channels"]] == \
                 [(c["label"], c["color"], (c["window"]["start"], c["window"]["end"])) for c in CHANNELS]
-            image = sitk.ReadImage(str(mount / f"{path}.mhd"))  # 5-D: x y z c t
+            image = sitk.ReadImage(str(mount / f"{path}.nrrd.nhdr"))  # 5-D: x y z c t
             assert image.GetSpacing() == pytest.approx([*scale[:1:-1], 1.0, 1.0])
+            volume = sitk.ReadImage(str(mount / f"{path}.t1.c0.mhd"))  # a 3-D volume of it: x y z
+            assert volume.GetSpacing() == pytest.approx(scale[:1:-1])
+            np.testing.assert_array_equal(sitk.GetArrayFromImage(volume), sitk.GetArrayFromImage(image)[1, 0])
         level0 = next(iter(levels))
         assert f"z:space {SCALE['z']:g} micrometer/px" in tree.stdout
         assert f"t:time {SCALE['t']:g} second/px" in tree.stdout
@@ -251,7 +254,7 @@ def test_sidecars_need_raw(tmp_path: Path) -> None:
     refused = run_zarrfs("mount", store, tmp_path / "mnt", "--formats", "npy,mhd")
     assert refused.returncode != 0 and "mhd describe the .raw file; add raw" in refused.stderr
     with mounted(store, tmp_path / "mnt", tmp_path / "log", "--formats", "raw,nhdr") as mount:
-        assert sorted(p.name for p in mount.root.iterdir()) == [".zarrfs-stats.json", "a.nhdr", "a.raw"]
+        assert sorted(p.name for p in mount.root.iterdir()) == [".zarrfs-stats.json", "a.nrrd.nhdr", "a.raw"]
 
 
 # ------------------------------------------------------------ dtypes, byte order
@@ -259,8 +262,9 @@ def test_sidecars_need_raw(tmp_path: Path) -> None:
 # Which headers each dtype gets (formats.md §7): ENVI has no int8/float16 code, NRRD and MetaImage no
 # float16 or complex.
 DTYPE_HEADERS = {
-    ">u2": {".raw.hdr", ".mhd", ".nhdr"}, "<i4": {".raw.hdr", ".mhd", ".nhdr"}, ">f8": {".raw.hdr", ".mhd", ".nhdr"},
-    "|i1": {".mhd", ".nhdr"}, "<f2": set(), "<c8": {".raw.hdr"}, "|b1": {".raw.hdr", ".mhd", ".nhdr"},
+    ">u2": {".raw.hdr", ".mhd", ".nrrd.nhdr"}, "<i4": {".raw.hdr", ".mhd", ".nrrd.nhdr"},
+    ">f8": {".raw.hdr", ".mhd", ".nrrd.nhdr"}, "|i1": {".mhd", ".nrrd.nhdr"}, "<f2": set(), "<c8": {".raw.hdr"},
+    "|b1": {".raw.hdr", ".mhd", ".nrrd.nhdr"},
 }
 
 
@@ -277,10 +281,10 @@ def test_headers_follow_dtype_and_byte_order(tmp_path: Path) -> None:
     with mounted(store, tmp_path / "mnt", tmp_path / "log") as mount:
         names = {p.name for p in mount.root.iterdir()}
         for name, (dtype, data) in arrays.items():
-            assert {s for s in (".raw.hdr", ".mhd", ".nhdr") if name + s in names} == DTYPE_HEADERS[dtype], dtype
+            assert {s for s in (".raw.hdr", ".mhd", ".nrrd.nhdr") if name + s in names} == DTYPE_HEADERS[dtype], dtype
             expected = data.astype(np.uint8) if dtype == "|b1" else data
             if name + ".mhd" in names:
-                for suffix in (".mhd", ".nhdr"):
+                for suffix in (".mhd", ".nrrd.nhdr"):
                     image = sitk.GetArrayFromImage(sitk.ReadImage(str(mount / (name + suffix))))
                     np.testing.assert_array_equal(image, expected, err_msg=f"{dtype} {suffix}")
             if name + ".raw.hdr" in names and dtype == "<c8":  # gdal_read's ENVI reader has no complex codes

@@ -34,8 +34,8 @@ from mountutil import (
 )
 from oracles import HierarchyOracle, write_hierarchy
 
-# The default --formats: the .raw headers (.raw.hdr, .mhd, .nhdr) are on by default.
-SUFFIXES = (".npy", ".raw", ".raw.hdr", ".mhd", ".nhdr", ".tif", ".json")
+# The default --formats: the .raw headers (.raw.hdr, .mhd, .nrrd.nhdr) are on by default.
+SUFFIXES = (".npy", ".raw", ".raw.hdr", ".mhd", ".nrrd.nhdr", ".tif", ".json")
 SUFFIXES_2D = (*SUFFIXES, ".tiled.tif")  # arrays of 2+ dimensions also get the tiled TIFF
 METADATA_FILES = {"zarr.json", ".zarray", ".zgroup", ".zattrs", ".zmetadata"}
 

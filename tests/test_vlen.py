@@ -33,7 +33,7 @@ from zp3x import Writer, zp3x  # noqa: F401  (zp3x is the fixture)
 
 STRINGS = ["héllo", "😀 emoji", "", "日本語のテキスト", "tab\tand\nnewline", "x", "", "ß" * 9, "end"]
 BYTES = [b"ab\x00", b"", b"\xff\x00\x01", b"plain", b"\x00", b"\x00\x00tail\x00", b"z", b"", b"\x80"]
-NOT_SERVED = (".raw", ".raw.hdr", ".mhd", ".nhdr", ".tif", ".bigtiff.tif")
+NOT_SERVED = (".raw", ".raw.hdr", ".mhd", ".nrrd.nhdr", ".tif", ".bigtiff.tif")
 
 
 def objects(values: list[Any], shape: tuple[int, ...]) -> np.ndarray:

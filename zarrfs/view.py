@@ -1,7 +1,8 @@
 """The virtual file tree: groups as directories, each array as a set of files.
 
 An array `N` in group `P` appears as `P/N.npy`, `P/N.raw` with its header
-sidecars `P/N.raw.hdr`, `P/N.mhd`, `P/N.nhdr`, `P/N.tif`, `P/N.tiled.tif`, `P/N.json` (the
+sidecars `P/N.raw.hdr`, `P/N.mhd` (`P/N.t0.c1.mhd`... per volume past 3-D), `P/N.nrrd.nhdr`,
+`P/N.tif`, `P/N.tiled.tif`, `P/N.json` (the
 enabled formats that can express it); a string or bytes array as `P/N.npy`
 and `P/N.json` only, sized the first time they are asked about (the one
 exception to "sizes from metadata": see engine/vlen.py). Each directory also has
@@ -31,7 +32,7 @@ from .engine._cached_reads import CachedReads
 from .engine.engine import Engine
 from .engine.reader import ArrayReader, ReadStream
 from .errors import IsDirectoryError, NotFoundError
-from .formats import FORMATS, OME_TIFF_SUFFIX, json_document
+from .formats import FORMATS, OME_TIFF_SUFFIX, VOLUME_FORMATS, json_document
 from .formats.base import DeferredLayout, Layout
 from .formats.tiled_tiff import TiledLayout
 from .formats.vlen import VLEN_SUFFIXES, vlen_document, vlen_npy_layout
@@ -223,6 +224,7 @@ class VirtualTree:
                 continue
             try:
                 layout = FORMATS[suffix](meta, semantics, name)
+                volumes = VOLUME_FORMATS[suffix](meta, semantics, name) if suffix in VOLUME_FORMATS else {}
                 if isinstance(layout, TiledLayout):
                     layout = tiled_file(self.engine, meta, semantics, layout)
             except Exception:  # a format that cannot express this array must not hide the others
@@ -230,6 +232,7 @@ class VirtualTree:
                 continue
             if layout is not None:
                 files[name + suffix] = FileEntry(layout, meta.path, suffix)
+            files.update((volume_name, FileEntry(volume, meta.path, suffix)) for volume_name, volume in volumes.items())
         return files
 
     def _vlen_files(self, name: str, meta: ArrayMeta) -> dict[str, Entry]:

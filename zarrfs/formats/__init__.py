@@ -17,7 +17,7 @@ from ..conventions.semantics import Semantics
 from ..model.meta import ArrayMeta
 from .base import Layout
 from .envi import envi_header
-from .metaimage import metaimage_header
+from .metaimage import metaimage_header, metaimage_volume_headers
 from .npy import npy_layout
 from .nrrd import nrrd_header
 
@@ -86,7 +86,7 @@ FORMATS: dict[str, LayoutBuilder] = {
     ".raw": _raw,
     ".raw.hdr": _envi,
     ".mhd": _mhd,
-    ".nhdr": _nhdr,
+    ".nrrd.nhdr": _nhdr,  # not N.nhdr, not N.raw.nhdr: no reader may pair it with another file (nrrd.py)
     ".tif": _tif,
     ".bigtiff.tif": _bigtiff,  # only where the classic .tif passes 4 GiB
     ".tiled.tif": _tiled,  # 2-D and more: tiles are chunks, overviews are the coarser OME levels
@@ -95,9 +95,14 @@ FORMATS: dict[str, LayoutBuilder] = {
 # Not an array's file: an OME-Zarr image group's pyramidal OME-TIFF (view_ome.py).
 OME_TIFF_SUFFIX = ".ome.tif"
 # `--formats tif` turns on both TIFF flavours.
-FORMAT_GROUPS = {"npy": (".npy",), "raw": (".raw",), "hdr": (".raw.hdr",), "mhd": (".mhd",), "nhdr": (".nhdr",),
+FORMAT_GROUPS = {"npy": (".npy",), "raw": (".raw",), "hdr": (".raw.hdr",), "mhd": (".mhd",), "nhdr": (".nrrd.nhdr",),
                  "tif": (".tif", ".bigtiff.tif"), "tiled": (".tiled.tif",), "json": (".json",),
                  "ometiff": (OME_TIFF_SUFFIX,)}
 DEFAULT_FORMATS = ("npy", "raw", "hdr", "mhd", "nhdr", "tif", "tiled", "json", "ometiff")
+# Several files of one format per array: suffix -> builder of {file name: layout}
+# (the 3-D MetaImage headers of each volume of an array of more dimensions).
+VOLUME_FORMATS: dict[str, Callable[[ArrayMeta, Semantics, str], dict[str, Layout]]] = {
+    ".mhd": metaimage_volume_headers,
+}
 # Headers of `N.raw`: without it they would point at nothing.
 RAW_SIDECARS = ("hdr", "mhd", "nhdr")

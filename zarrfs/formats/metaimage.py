@@ -1,4 +1,14 @@
-"""`N.mhd`: a MetaImage header for `N.raw` (ITK, SimpleITK, ParaView, 3D Slicer).
+"""MetaImage headers for `N.raw` (ITK, SimpleITK, VTK, ParaView, 3D Slicer).
+
+`N.mhd` describes the whole array, for arrays of at most 3 dimensions: VTK's
+MetaImage reader (VTK 9.1, ParaView 5.11) refuses more and then reads the
+whole file into a buffer sized for nothing, which corrupts its heap (abort or
+hang). An array of more dimensions gets instead one 3-D header per volume
+(each index over the leading dimensions): `N.t1.c0.mhd` is the volume at
+t = 1, c = 0, found in `N.raw` at byte `HeaderSize`. VTK, ParaView and ITK
+read each of them; the whole N-D array stays readable to ITK through the
+NRRD header. There are at most MAX_VOLUME_HEADERS of them, and none when a
+volume starts past what MetaIO's C-int `HeaderSize` holds.
 
 `ElementDataFile` must be the last line: MetaIO stops parsing there. It names
 `N.raw` relative to the header's directory (the same directory).
@@ -6,10 +16,14 @@
 
 from __future__ import annotations
 
+import itertools
+import math
+import re
+
 from ..conventions.semantics import Semantics
 from ..model.meta import ArrayMeta
 from .base import Layout
-from .rawinfo import big_endian, number, space_calibration, type_name
+from .rawinfo import MAX_C_INT, big_endian, number, space_calibration, type_name
 
 # numpy kind+size -> MetaIO element type. MET_LONG/MET_ULONG are 4 bytes in
 # MetaIO, so 8-byte integers are the LONG_LONG types. No half floats, no complex.
@@ -21,28 +35,67 @@ _ELEMENT_TYPES = {
     ("u", 8): "MET_ULONG_LONG", ("i", 8): "MET_LONG_LONG",
     ("f", 4): "MET_FLOAT", ("f", 8): "MET_DOUBLE",
 }
+VOLUME_NDIM = 3
+# One header per volume is a file per volume in the listing: beyond this many, none.
+MAX_VOLUME_HEADERS = 64
+_SAFE_AXIS_NAME = re.compile(r"[A-Za-z]+")
 
 
 def metaimage_header(meta: ArrayMeta, semantics: Semantics, raw_name: str) -> Layout | None:
+    """`N.mhd`: the whole array, when it has at most 3 dimensions."""
     element_type = type_name(meta, _ELEMENT_TYPES, raw_name)
-    if element_type is None:
+    if element_type is None or meta.ndim > VOLUME_NDIM:
         return None
+    return _header(meta.shape, element_type, meta, semantics, raw_name, 0)
+
+
+def metaimage_volume_headers(meta: ArrayMeta, semantics: Semantics, stem: str) -> dict[str, Layout]:
+    """`N.<axis><index>....mhd` -> the 3-D header of that volume of an array of more than 3 dimensions."""
+    raw_name = stem + ".raw"
+    element_type = type_name(meta, _ELEMENT_TYPES, raw_name)
+    leading, volume = meta.shape[:-VOLUME_NDIM], meta.shape[-VOLUME_NDIM:]
+    count = math.prod(leading)
+    volume_nbytes = math.prod(volume) * meta.dtype.itemsize
+    if (element_type is None or meta.ndim <= VOLUME_NDIM or count > MAX_VOLUME_HEADERS
+            or (count - 1) * volume_nbytes > MAX_C_INT):
+        return {}
+    names = _leading_axis_names(semantics, meta.ndim)
+    headers = {}
+    for number_, index in enumerate(itertools.product(*(range(n) for n in leading))):
+        tag = ".".join(f"{name}{i}" for name, i in zip(names, index))
+        headers[f"{stem}.{tag}.mhd"] = _header(volume, element_type, meta, semantics, raw_name,
+                                               number_ * volume_nbytes)
+    return headers
+
+
+def _leading_axis_names(semantics: Semantics, ndim: int) -> list[str]:
+    """The leading axes' names when they are distinct plain words (OME's t, c), else dim0, dim1, ..."""
+    axes = semantics.axes
+    names = [a.name for a in axes[:-VOLUME_NDIM]] if axes is not None and len(axes) == ndim else []
+    if names and all(_SAFE_AXIS_NAME.fullmatch(n) for n in names) and len(set(names)) == len(names):
+        return names
+    return [f"dim{k}_" for k in range(ndim - VOLUME_NDIM)]
+
+
+def _header(shape: tuple[int, ...], element_type: str, meta: ArrayMeta, semantics: Semantics, raw_name: str,
+            offset: int) -> Layout:
+    """A header of `shape` (the array's last dimensions) whose elements start `offset` bytes into `raw_name`."""
     lines = [
         "ObjectType = Image",
-        f"NDims = {meta.ndim}",
-        "DimSize = " + " ".join(str(s) for s in reversed(meta.shape)),
+        f"NDims = {len(shape)}",
+        "DimSize = " + " ".join(str(s) for s in reversed(shape)),
         f"ElementType = {element_type}",
     ]
     calibration = space_calibration(semantics, meta.ndim)
     if calibration is not None:
-        spacing, origin = calibration
+        spacing, origin = (values[-len(shape):] for values in calibration)
         lines.append("ElementSpacing = " + " ".join(number(v) for v in reversed(spacing)))
         lines.append("Offset = " + " ".join(number(v) for v in reversed(origin)))
     lines += [
         "BinaryData = True",
         f"BinaryDataByteOrderMSB = {big_endian(meta.dtype)}",
         "CompressedData = False",
-        "HeaderSize = 0",
+        f"HeaderSize = {offset}",
         f"ElementDataFile = {raw_name}",  # last: MetaIO reads no further
     ]
     return Layout(("\n".join(lines) + "\n").encode("utf-8"), 0)

@@ -1,9 +1,21 @@
-"""`N.nhdr`: a detached NRRD header for `N.raw` (3D Slicer, ITK, pynrrd, teem).
+"""`N.nrrd.nhdr`: a detached NRRD header for `N.raw` (3D Slicer, ITK, pynrrd, teem, VTK, ParaView).
+
+Not `N.nhdr`: Bio-Formats' NRRD reader takes `X.nhdr` as the header of any
+`X.*` it is asked to open (`N.tif` would open as this header's data). Not
+`N.raw.nhdr` either: GDAL's ENVI driver pairs any `N.raw.*` with
+`N.raw.hdr` and would read the header's text as pixels (formats.md §7.1).
 
 Sizes fastest first; `data file` is relative to the header's directory.
 When every axis is a calibrated space axis the header states a world space
 (`space dimension`, `space directions`, `space origin`), which is what ITK
 and Slicer read; otherwise per-axis `spacings` (nan where unknown).
+
+VTK's NRRD reader (VTK 9.1, ParaView 5.11) takes the fastest axis of an
+array of more than 3 dimensions as vector components and crashes reading
+it; it refuses any `byte skip` cleanly. So such a header says `byte skip: -1`
+(the data are the last bytes of the file: `N.raw` is exactly the elements),
+which ITK, pynrrd and teem read as the same bytes, and VTK declines; VTK and
+ParaView read those arrays volume by volume (`metaimage.py`).
 """
 
 from __future__ import annotations
@@ -13,6 +25,8 @@ from ..model.meta import ArrayMeta
 from .base import Layout
 from .rawinfo import big_endian, number, type_name
 
+# More dimensions than VTK's image data has: the header keeps VTK out (see above).
+VTK_MAX_NDIM = 3
 # NRRD has no half float and no complex type.
 _TYPES = {
     ("b", 1): "uint8", ("u", 1): "uint8", ("i", 1): "int8",
@@ -36,6 +50,8 @@ def nrrd_header(meta: ArrayMeta, semantics: Semantics, raw_name: str) -> Layout 
     lines += _geometry(semantics, meta.ndim)
     if meta.dtype.itemsize > 1:
         lines.append(f"endian: {'big' if big_endian(meta.dtype) else 'little'}")
+    if meta.ndim > VTK_MAX_NDIM:
+        lines.append("byte skip: -1")
     lines += ["encoding: raw", f"data file: {raw_name}"]
     return Layout(("\n".join(lines) + "\n").encode("utf-8"), 0)
 

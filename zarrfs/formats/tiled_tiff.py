@@ -23,7 +23,11 @@ carry overviews. Hence:
   order (page i is array plane i), and gets no overviews (they would
   belong to the first plane only).
 Full-resolution pages are NewSubfileType 0, with the GeoTIFF/GDAL_NODATA
-tags and the X/YResolution of `.tif` (`tifftags.py`). When the array is
+tags and the pixel size: in pixels per centimetre (ResolutionUnit 3), the
+standard TIFF way that libvips, OpenSlide and the pathology tools on them
+read (mpp), when x and y are space axes with a step in a length unit;
+otherwise ImageJ's pixels per unit with ResolutionUnit none, as in `.tif`
+(`tifftags.py`; ImageJ reads `.tif`, it refuses tiled TIFFs). When the array is
 level 0 of a multiscale image and is a single page, the coarser levels
 (same leading dimensions, `conventions.pyramid`) follow as reduced-resolution
 pages (NewSubfileType 1) of the same samples, each tiled by its own chunks,
@@ -40,6 +44,7 @@ from __future__ import annotations
 
 import bisect
 import itertools
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -47,7 +52,7 @@ from typing import Any
 import numpy
 import tifffile
 
-from zarrfs.conventions.semantics import Semantics
+from zarrfs.conventions.semantics import Axis, Semantics
 from zarrfs.formats.tiff import MAX_PAGES, _sample_dtype, _SparseFile, _tags_nbytes
 from zarrfs.formats.tifftags import (
     gdal_metadata,
@@ -71,6 +76,16 @@ _CLASSIC_LIMIT = 2**32
 # resolutions), bounded; and the bytes per sample of BitsPerSample, SampleFormat and ExtraSamples.
 _IFD_BOUND = 1024
 _SAMPLE_TAGS = 6
+# Metres per OME (UDUNITS-2) length unit, and per the abbreviations writers also use.
+_METRES = {
+    "angstrom": 1e-10, "picometer": 1e-12, "nanometer": 1e-9, "micrometer": 1e-6, "millimeter": 1e-3,
+    "centimeter": 1e-2, "decimeter": 1e-1, "meter": 1.0, "kilometer": 1e3,
+    "inch": 0.0254, "foot": 0.3048, "yard": 0.9144, "mile": 1609.344,
+    "pm": 1e-12, "nm": 1e-9, "um": 1e-6, "\u00b5m": 1e-6, "\u03bcm": 1e-6, "micron": 1e-6, "mm": 1e-3,
+    "cm": 1e-2, "m": 1.0, "km": 1e3,
+}
+_RESOLUTIONUNIT_NONE, _RESOLUTIONUNIT_CENTIMETER = 1, 3
+_RATIONAL_MAX = 2**32 - 1  # X/YResolution are RATIONALs of two 32-bit numbers
 
 ReadTiles = Callable[[int, int, int, numpy.ndarray], Any]  # (level, start, stop, uint8 target)
 
@@ -144,8 +159,13 @@ def tiled_layout(levels: Sequence[ArrayMeta], semantics: Semantics | None = None
                                                                          meta.shape[0] if bands else 1)
     resolution = None
     if axes is not None:
+        per_centimetre = centimetre_resolution(axes)
         stack = hyperstack(meta.shape[:-2], tuple(imagej_letter(axis) for axis in axes[:-2]))
-        resolution = imagej_hints(axes, stack, (), sample).resolution
+        per_unit = imagej_hints(axes, stack, (), sample).resolution
+        if per_centimetre is not None:
+            resolution = (per_centimetre, _RESOLUTIONUNIT_CENTIMETER)
+        elif per_unit is not None:
+            resolution = (per_unit, _RESOLUTIONUNIT_NONE)
     overhead = sum(g.pages * (_IFD_BOUND + _SAMPLE_TAGS * g.samples + _tags_nbytes(extratags))
                    + 16 * g.planes * g.tiles_per_plane for g in grids)
     bigtiff = sum(g.nbytes for g in grids) + overhead > _CLASSIC_LIMIT
@@ -164,8 +184,22 @@ def _grid(meta: ArrayMeta, sample: numpy.dtype, bands: bool) -> TileGrid | None:
                     sample.itemsize, bands=bands)
 
 
+def centimetre_resolution(axes: Sequence[Axis]) -> tuple[float, float] | None:
+    """(x, y) pixels per centimetre when the last two axes are space axes with a step in a length unit."""
+    resolution = []
+    for axis in (axes[-1], axes[-2]):
+        metres = _METRES.get((axis.unit or "").lower())
+        if axis.kind != "space" or metres is None or axis.scale is None or not 0 < axis.scale < math.inf:
+            return None
+        per_centimetre = 0.01 / (axis.scale * metres)
+        if not 1 / _RATIONAL_MAX <= per_centimetre <= _RATIONAL_MAX:
+            return None
+        resolution.append(per_centimetre)
+    return resolution[0], resolution[1]
+
+
 def _build(grids: list[TileGrid], sample: numpy.dtype, bigtiff: bool, extratags: tuple,
-           resolution: tuple[float, float] | None) -> TiledLayout:
+           resolution: tuple[tuple[float, float], int] | None) -> TiledLayout:
     sink = _ZeroSkippingSink()
     byteorder = ">" if sample.str[0] == ">" else "<"
     with tifffile.TiffWriter(sink, bigtiff=bigtiff, byteorder=byteorder, shaped=False, ome=False) as writer:
@@ -174,8 +208,7 @@ def _build(grids: list[TileGrid], sample: numpy.dtype, bigtiff: bool, extratags:
             if level == 0:
                 extra["extratags"] = extratags
                 if resolution is not None:
-                    # As in `.tif`: pixels per unit, ResolutionUnit none.
-                    extra.update(resolution=resolution, resolutionunit=1)
+                    extra.update(resolution=resolution[0], resolutionunit=resolution[1])
             # Placeholder tiles as (bytes, bytecount): tifffile then places tile k
             # `stride` bytes after tile k-1 (the gap, `model.tiling`) and writes
             # TileByteCounts of `tile_nbytes`; the one zero object is skipped by the sink.
