@@ -158,6 +158,7 @@ def test_vtk_reads_3d_headers_and_volumes_of_unnamed_axes(tmp_path: Path) -> Non
     four = (np.arange(3 * 5 * 16 * 12) % 997).astype(np.float32).reshape(3, 5, 16, 12)
     group.create_array("zyx", shape=zyx.shape, dtype=zyx.dtype, chunks=(2, 8, 8))[...] = zyx
     group.create_array("four", shape=four.shape, dtype=four.dtype, chunks=(1, 2, 8, 8))[...] = four
+    group.create_array("many", shape=(65, 2, 4, 4), dtype="u1", chunks=(65, 2, 4, 4))  # 65 volumes: over the bound
     with mounted(store, tmp_path / "mnt", tmp_path / "log") as mount:
         for name, reader in (("zyx.mhd", "vtkMetaImageReader"), ("zyx.nrrd.nhdr", "vtkNrrdReader")):
             run = vtk_read(mount / name, reader, tmp_path)
@@ -165,6 +166,7 @@ def test_vtk_reads_3d_headers_and_volumes_of_unnamed_axes(tmp_path: Path) -> Non
             np.testing.assert_array_equal(run.values, zyx, err_msg=name)
         names = {p.name for p in mount.root.iterdir()}
         assert "four.mhd" not in names
+        assert "many.nrrd.nhdr" in names and not any(n.startswith("many.") and n.endswith(".mhd") for n in names)
         for i in range(four.shape[0]):
             run = vtk_read(mount / f"four.dim0_{i}.mhd", "vtkMetaImageReader", tmp_path)
             assert run.returncode == 0, run.output[-2000:]

@@ -61,10 +61,10 @@ def metaimage_volume_headers(meta: ArrayMeta, semantics: Semantics, stem: str) -
         return {}
     names = _leading_axis_names(semantics, meta.ndim)
     headers = {}
-    for number_, index in enumerate(itertools.product(*(range(n) for n in leading))):
+    for position, index in enumerate(itertools.product(*(range(n) for n in leading))):
         tag = ".".join(f"{name}{i}" for name, i in zip(names, index))
         headers[f"{stem}.{tag}.mhd"] = _header(volume, element_type, meta, semantics, raw_name,
-                                               number_ * volume_nbytes)
+                                               position * volume_nbytes)
     return headers
 
 
