@@ -86,19 +86,6 @@ def serve(root: Path, port_file: Path, latency: float, max_seconds: float, paren
     bench_remote.serve(root, port_file, latency, max_seconds, parent)
 
 
-class Server(bench_remote.Server):
-    def __init__(self, root: Path, latency: float, work: Path) -> None:
-        port_file = work / "port"
-        self.process = subprocess.Popen([sys.executable, __file__, "--serve", str(root), str(port_file),
-                                         str(latency), "7200", str(os.getpid())], stdin=subprocess.DEVNULL)
-        deadline = time.monotonic() + 30
-        while not port_file.exists() or not port_file.read_text():
-            if self.process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError("the benchmark HTTP server did not start")
-            time.sleep(0.05)
-        self.url = f"http://127.0.0.1:{port_file.read_text()}"
-
-
 # ----------------------------------------------------------------- helpers
 
 
@@ -144,7 +131,7 @@ def spread(values: list[float]) -> str:
 # ------------------------------------------------------------- the parts
 
 
-def run_cold_warm(store: str, server: Server, work: Path, repeat: int) -> None:
+def run_cold_warm(store: str, server: bench_remote.Server, work: Path, repeat: int) -> None:
     path = ensure_store(store)
     url = f"{server.url}/{path.name}"
     runs: dict[str, list[float]] = {"cold": [], "warm": [], "local": []}
@@ -200,7 +187,7 @@ def peek_zarr_python(url: str) -> dict:
     return {"seconds": time.perf_counter() - start, "sum": sum(first)}
 
 
-def run_peek(server: Server, work: Path, repeat: int) -> None:
+def run_peek(server: bench_remote.Server, work: Path, repeat: int) -> None:
     ensure_peek_store()
     url = f"{server.url}/{PEEK_STORE}"
     seconds: dict[str, list[float]] = {"zarrfs": [], "zarr-python": []}
@@ -230,7 +217,7 @@ def run_peek(server: Server, work: Path, repeat: int) -> None:
           f"zarr-python {statistics.median(requests['zarr-python']):.0f}", flush=True)
 
 
-def run_kill(store: str, server: Server, work: Path) -> None:
+def run_kill(store: str, server: bench_remote.Server, work: Path) -> None:
     path = ensure_store(store)
     local_mount = work / "local"
     with mounted([*ZARRFS, str(path), str(local_mount)], local_mount):
@@ -278,7 +265,7 @@ def _wrong_bytes(path: Path, expected: Path) -> int:
     return wrong
 
 
-def run_share(store: str, server: Server, work: Path, cap: str) -> None:
+def run_share(store: str, server: bench_remote.Server, work: Path, cap: str) -> None:
     from zarrfs.options import parse_size
 
     path = ensure_store(store)
@@ -347,7 +334,7 @@ def main() -> None:
     root = ensure_store(stores[0]).parent
     with tempfile.TemporaryDirectory(prefix="zarrfs-bench-dc-", dir=os.environ.get("ZARRFS_BENCH_TMP")) as tmp:
         work = Path(tmp)
-        server = Server(root, args.latency_ms / 1000, work)
+        server = bench_remote.Server(root, args.latency_ms / 1000, 7200, work, script=__file__)
         try:
             if "speed" in parts:
                 print(f"HTTP, {args.latency_ms:g} ms per request; GB/s of `dd` of the 1 GiB .raw, median (min-max) "

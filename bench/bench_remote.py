@@ -160,10 +160,11 @@ def serve(root: Path, port_file: Path, latency: float, max_seconds: float, paren
 class Server:
     """The server child process: started, queried for counts, stopped."""
 
-    def __init__(self, root: Path, latency: float, max_seconds: float, work: Path) -> None:
+    def __init__(self, root: Path, latency: float, max_seconds: float, work: Path, script: str = __file__) -> None:
+        # `script`: the benchmark whose `--serve` runs the server (one that serves with its own handler).
         port_file = work / "port"
         self.process = subprocess.Popen(
-            [sys.executable, __file__, "--serve", str(root), str(port_file), str(latency), str(max_seconds),
+            [sys.executable, script, "--serve", str(root), str(port_file), str(latency), str(max_seconds),
              str(os.getpid())], stdin=subprocess.DEVNULL)
         deadline = time.monotonic() + 30
         while not port_file.exists() or not port_file.read_text():
