@@ -31,11 +31,16 @@ from ..model.meta import ArrayMeta
 from ..model.tiling import TILE_GAP, TileGrid
 from .ome_xml import OmePixels, OmePlate, ome_xml, pixels_of
 from .tiff import _sample_dtype
-from .tiled_tiff import MAX_TILES, TiledLayout, _cut, _grid, _ZeroSkippingSink, checked_page_regions
+from .tiled_tiff import (
+    MAX_TILES,
+    TiledLayout,
+    _cut,
+    _grid,
+    _ZeroSkippingSink,
+    centimetre_resolution,
+    checked_page_regions,
+)
 
-# Centimetres per unit, for X/YResolution (ResolutionUnit 3); units not here get no resolution tags.
-_CENTIMETRES = {"Å": 1e-8, "pm": 1e-10, "nm": 1e-7, "µm": 1e-4, "mm": 0.1, "cm": 1.0, "m": 100.0, "km": 1e5,
-                "in": 2.54}
 _CLASSIC_LIMIT = 2**32
 # Bytes one IFD adds besides its tile tables (entries, resolutions, the SubIFDs list), bounded.
 _IFD_BOUND = 1024
@@ -59,6 +64,7 @@ class _Stored:
     grids: tuple[TileGrid, ...]
     levels: tuple[ArrayMeta, ...]
     name: str | None
+    resolution: tuple[float, float] | None  # level 0's (x, y) pixels per centimetre
 
 
 def ome_tiff_layout(images: Sequence[ImageLevels], uuid: str, file_name: str,
@@ -98,16 +104,8 @@ def _stored(image: ImageLevels) -> _Stored | None:
     grids = tuple(found[:found.index(None)] if None in found else found)
     if not grids:
         return None
-    return _Stored(pixels, grids, image.levels[:len(grids)], image.name)  # type: ignore[arg-type]
-
-
-def _resolution(pixels: OmePixels) -> tuple[float, float] | None:
-    """(X, Y) pixels per centimetre from the physical pixel size, when both are lengths in known units."""
-    try:
-        (x, x_unit), (y, y_unit) = pixels.physical["X"], pixels.physical["Y"]
-        return 1.0 / (x * _CENTIMETRES[x_unit]), 1.0 / (y * _CENTIMETRES[y_unit])
-    except KeyError:
-        return None
+    return _Stored(pixels, grids, image.levels[:len(grids)], image.name,  # type: ignore[arg-type]
+                   centimetre_resolution(image.semantics.axes))
 
 
 def _build(images: list[_Stored], bigtiff: bool, description: bytes) -> TiledLayout:
@@ -116,7 +114,7 @@ def _build(images: list[_Stored], bigtiff: bool, description: bytes) -> TiledLay
     byteorder = ">" if sample.str[0] == ">" else "<"
     with tifffile.TiffWriter(sink, bigtiff=bigtiff, byteorder=byteorder, ome=False, shaped=False) as writer:
         for number, image in enumerate(images):
-            resolution = _resolution(image.pixels)
+            resolution = image.resolution
             for level, grid in enumerate(image.grids):
                 extra: dict[str, Any] = {}
                 if number == 0 and level == 0:
