@@ -75,8 +75,8 @@ for sanitizer in "${SANITIZERS[@]}"; do
         ;;
     tsan)
         build "$work/tsan" "-fsanitize=thread -O1 -g"
-        # Python's own threads synchronise through the GIL, a pthread mutex and condition variable
-        # that TSan sees; setarch -R: TSan's shadow memory needs the layout without randomisation.
+        # Python is not instrumented, but its threads synchronise through the GIL, a pthread mutex
+        # and condition variable whose calls TSan intercepts: it sees the GIL's ordering too.
         run "TSan" "$work/tsan" "$(gcc -print-file-name=libtsan.so)" \
             TSAN_OPTIONS="halt_on_error=0:report_signal_unsafe=0:log_path=$reports/tsan"
         ;;
