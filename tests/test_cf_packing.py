@@ -106,7 +106,10 @@ def test_gdal_shows_the_band_as_its_zarr_driver_does(stores: dict, case: str, za
     stored = zarr.open_array(str(store / "t2m"), mode="r")[...]
     bands = SHAPES[case][0] if case == "plain" else 1
     with mounted(store, tmp_path / "mnt", tmp_path / "log") as mount:
-        for name in ("t2m.tif", "t2m.tiled.tif", "t2m.raw"):
+        # A georeferenced raster's N.tif is the tiled file, its strip file N.strips.tif (formats.is_map).
+        tiffs = ("t2m.tif", "t2m.tiled.tif") if case == "plain" else ("t2m.tif", "t2m.strips.tif")
+        assert sorted(p.name for p in mount.root.glob("t2m*.tif")) == sorted(tiffs)
+        for name in (*tiffs, "t2m.raw"):
             served = gdalinfo_json(str(mount / name))
             assert len(served["bands"]) == (bands if name != "t2m.tif" else 1), name
             for band in served["bands"]:
@@ -146,7 +149,7 @@ def test_geo_case_keeps_rioxarrays_crs(stores: dict, tmp_path: Path) -> None:
     store = stores["geo", 3]
     crs = xr.open_zarr(store, decode_coords="all", consolidated=False)["t2m"].rio.crs
     with mounted(store, tmp_path / "mnt", tmp_path / "log") as mount:
-        for name in ("t2m.tif", "t2m.tiled.tif"):
+        for name in ("t2m.tif", "t2m.strips.tif"):
             done = subprocess.run(["gdalsrsinfo", "-e", str(mount / name)], check=True, capture_output=True,
                                   text=True, timeout=120)
             assert f"EPSG:{crs.to_epsg()}" in done.stdout.split(), name

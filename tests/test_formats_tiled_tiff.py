@@ -291,7 +291,7 @@ def test_gdal_reads_the_georeference_of_bands_written_by_rioxarray(tmp_path: Pat
         array.to_dataset().to_zarr(store, mode="w", consolidated=True)
         reread = xr.open_zarr(store, mask_and_scale=False, decode_coords="all")["elev"]
     with mounted(store, tmp_path / "mnt", tmp_path / "log") as mount:
-        path = str(mount.root / "elev.tiled.tif")
+        path = str(mount.root / "elev.tif")  # a map: its N.tif is the tiled file (formats.is_map)
         served = gdalinfo_json(path)
         assert len(served["bands"]) == 3
         assert served["geoTransform"] == pytest.approx(list(reread.rio.transform().to_gdal()), abs=1e-9)
@@ -307,7 +307,7 @@ def test_gdal_reads_the_georeference_like_its_own_zarr_driver(case: str, tmp_pat
     store, data = write_gdal_store(case, tmp_path, (40, 50), creation=("BLOCKSIZE=16,32",))
     reference = gdalinfo_json(str(store))
     with mounted(store, tmp_path / "mnt", tmp_path / "log") as mount:
-        path = str(mount.root / "geo.tiled.tif")
+        path = str(mount.root / "geo.tif")  # a map: its N.tif is the tiled file (formats.is_map)
         served = gdalinfo_json(path)
         assert served["driverShortName"] == "GTiff"
         assert served["bands"][0]["block"] == [32, 16]

@@ -3,7 +3,8 @@
 An array `N` in group `P` appears as `P/N.npy`, `P/N.raw` with its header
 sidecars `P/N.raw.hdr`, `P/N.mhd` (`P/N.t0.c1.mhd`... per volume past 3-D), `P/N.nrrd.nhdr`,
 `P/N.tif`, `P/N.tiled.tif`, `P/N.json` (the
-enabled formats that can express it); a string or bytes array as `P/N.npy`
+enabled formats that can express it; a georeferenced raster's `P/N.tif` is the tiled GeoTIFF and
+its strip file `P/N.strips.tif`, see `formats.is_map`); a string or bytes array as `P/N.npy`
 and `P/N.json` only, sized the first time they are asked about (the one
 exception to "sizes from metadata": see engine/vlen.py). Each directory also has
 `.group.json` with the group's metadata and attributes, and an OME-Zarr

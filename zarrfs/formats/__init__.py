@@ -34,7 +34,31 @@ def _npy(meta: ArrayMeta, semantics: Semantics, stem: str) -> Layout | None:
     return npy_layout(meta.shape, meta.dtype)
 
 
+def is_map(semantics: Semantics) -> bool:
+    """A georeferenced raster without microscope meaning (no OME channels, no axis with a physical step).
+
+    Its readers are GDAL and QGIS, which read a tiled file window by window
+    and a strip file whole rows at a time: its `N.tif` is the tiled GeoTIFF,
+    and ImageJ's strip file (ImageJ refuses tiled TIFFs) is `N.strips.tif`.
+    """
+    return semantics.geo is not None and not semantics.channels and all(
+        axis.scale is None for axis in semantics.axes or ())
+
+
 def _tif(meta: ArrayMeta, semantics: Semantics, stem: str) -> Layout | None:
+    """ImageJ's strip TIFF; for a map the tiled GeoTIFF, or the strip file when the array cannot be tiled."""
+    if is_map(semantics):
+        tiled = _tiled_layout(meta, semantics)
+        if tiled is not None:
+            return tiled
+    return _strips_layout(meta, semantics)
+
+
+def _strips(meta: ArrayMeta, semantics: Semantics, stem: str) -> Layout | None:
+    return _strips_layout(meta, semantics) if is_map(semantics) else None
+
+
+def _strips_layout(meta: ArrayMeta, semantics: Semantics) -> Layout | None:
     from .tiff import tiff_layout
 
     return tiff_layout(meta.shape, meta.dtype, meta.dimension_names, semantics)
@@ -47,6 +71,10 @@ def _bigtiff(meta: ArrayMeta, semantics: Semantics, stem: str) -> Layout | None:
 
 
 def _tiled(meta: ArrayMeta, semantics: Semantics, stem: str) -> Layout | None:
+    return None if is_map(semantics) else _tiled_layout(meta, semantics)  # a map's tiled file is its N.tif
+
+
+def _tiled_layout(meta: ArrayMeta, semantics: Semantics) -> Layout | None:
     from .tiled_tiff import tiled_layout
 
     return tiled_layout([meta], semantics)  # type: ignore[return-value]  # the view binds it to its arrays
@@ -87,16 +115,17 @@ FORMATS: dict[str, LayoutBuilder] = {
     ".raw.hdr": _envi,
     ".mhd": _mhd,
     ".nrrd.nhdr": _nhdr,  # not N.nhdr, not N.raw.nhdr: no reader may pair it with another file (nrrd.py)
-    ".tif": _tif,
-    ".bigtiff.tif": _bigtiff,  # only where the classic .tif passes 4 GiB
-    ".tiled.tif": _tiled,  # 2-D and more: tiles are chunks, overviews are the coarser OME levels
+    ".tif": _tif,  # ImageJ's strip file; a map's tiled GeoTIFF (`is_map`)
+    ".strips.tif": _strips,  # only for maps: ImageJ's strip file
+    ".bigtiff.tif": _bigtiff,  # only where the classic strip file passes 4 GiB
+    ".tiled.tif": _tiled,  # 2-D and more, not maps: tiles are chunks, overviews are the coarser OME levels
     ".json": _json,
 }
 # Not an array's file: an OME-Zarr image group's pyramidal OME-TIFF (view_ome.py).
 OME_TIFF_SUFFIX = ".ome.tif"
-# `--formats tif` turns on both TIFF flavours.
+# `--formats tif` turns on every `N.tif` (tiled for maps) and the strip files beside it.
 FORMAT_GROUPS = {"npy": (".npy",), "raw": (".raw",), "hdr": (".raw.hdr",), "mhd": (".mhd",), "nhdr": (".nrrd.nhdr",),
-                 "tif": (".tif", ".bigtiff.tif"), "tiled": (".tiled.tif",), "json": (".json",),
+                 "tif": (".tif", ".strips.tif", ".bigtiff.tif"), "tiled": (".tiled.tif",), "json": (".json",),
                  "ometiff": (OME_TIFF_SUFFIX,)}
 DEFAULT_FORMATS = ("npy", "raw", "hdr", "mhd", "nhdr", "tif", "tiled", "json", "ometiff")
 # Several files of one format per array: suffix -> builder of {file name: layout}

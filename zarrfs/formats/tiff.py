@@ -1,5 +1,9 @@
 """TIFF virtual files: tifffile writes the structure, the element region stays virtual.
 
+The strip file for ImageJ: `N.tif` of every array but a map, whose `N.tif` is
+the tiled GeoTIFF (`tiled_tiff.py`) and whose strip file is `N.strips.tif`
+(`formats.is_map`).
+
 An N-D array becomes a stack of 2-D pages: the last two dimensions are one
 page (0-d is 1x1, 1-D is one row). Every page is uncompressed,
 single-sample, one strip, NewSubfileType 0 (GDAL treats 1 as an overview).

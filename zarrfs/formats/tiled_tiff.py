@@ -1,11 +1,13 @@
 """`N.tiled.tif`: an uncompressed tiled (Big)TIFF whose tiles are the array's chunks (or parts of them).
 
-Why beside `N.tif`: a strip TIFF makes a GDAL window read whole image rows,
+Served as `N.tiled.tif`, and as `N.tif` of a map (`formats.is_map`: a
+georeferenced raster, whose readers are GDAL and QGIS). Why beside the strip
+file: a strip TIFF makes a GDAL window read whole image rows,
 so the daemon decodes a band of chunks for a small window; here tile k is
 one chunk's elements (the inner chunk of a shard), padded to TIFF's multiple
 of 16 with the fill value, or an equal part of a chunk over 512 on a side
 (`model.tiling`): either way one chunk lookup. Stock ImageJ refuses tiled TIFFs,
-so `.tif` stays the ImageJ file.
+so the strip file stays (`N.tif` of images, `N.strips.tif` of maps).
 
 Pages and bands: GDAL attaches every reduced-resolution page of a file to
 its first page, so only a file whose full-resolution image is one page can
