@@ -77,7 +77,9 @@ for sanitizer in "${SANITIZERS[@]}"; do
         build "$work/tsan" "-fsanitize=thread -O1 -g"
         # Python is not instrumented, but its threads synchronise through the GIL, a pthread mutex
         # and condition variable whose calls TSan intercepts: it sees the GIL's ordering too.
-        run "TSan" "$work/tsan" "$(gcc -print-file-name=libtsan.so)" \
+        # Under TSan the copy-versus-removal test of test_cached_reads.py serves too few reads in its
+        # time (270 of 300 in 240 s on 2 busy vCPUs); ASan runs it, and the stress covers the race here.
+        DESELECT="$DESELECT and not waits_for_the_copy" run "TSan" "$work/tsan" "$(gcc -print-file-name=libtsan.so)" \
             TSAN_OPTIONS="halt_on_error=0:report_signal_unsafe=0:log_path=$reports/tsan"
         ;;
     *) echo "test_sanitizers: asan or tsan, not $sanitizer" >&2; exit 2 ;;
