@@ -157,11 +157,13 @@ class DiskCache:
         (self.root / "tmp").mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
         self._written = 0  # bytes written since the last scan began
+        self._writing = 0  # bytes of writes under way (a scan that begins now may not see them)
         self._paused_until = 0.0
         self._temp_serial = 0
         self._scan_wanted = threading.Event()
         self._scan_wanted.set()  # DIR may be over the cap already (a smaller --disk-cache-size)
-        self._scan_done = threading.Event()
+        self._scans = threading.Condition()
+        self._scans_finished = 0
         threading.Thread(target=self._scanner, name="zarrfs-disk-cache", daemon=True).start()
 
     # ----------------------------------------------------------------- reads
@@ -226,26 +228,13 @@ class DiskCache:
         return entry
 
     def _parse(self, fd: int, size: int, key: str, start: int | None, stop: int | None) -> _Entry | None:
-        head = os.pread(fd, min(size, _FIXED.size + MAX_HEADER), 0)
-        if len(head) < _FIXED.size:
+        whole = read_entry(fd, size)
+        if whole is None:
             return None
-        magic, header_length, payload_length, payload_crc, header_crc = _FIXED.unpack_from(head)
-        offset = _FIXED.size + header_length
-        if magic != MAGIC or header_length > MAX_HEADER or size != offset + payload_length or len(head) < offset:
-            return None
-        header_bytes = head[_FIXED.size:offset]
-        if zlib.crc32(header_bytes) != header_crc:
-            return None
-        try:
-            header = json.loads(header_bytes)
-        except ValueError:
-            return None
+        header, payload = whole
         if header.get("identity") != self.identity or header.get("key") != key or \
                 header.get("range") != [start, stop]:
             return None  # (a digest collision, or a file put here by hand)
-        payload = head[offset:] if len(head) == size else os.pread(fd, payload_length, offset)
-        if len(payload) != payload_length or zlib.crc32(payload) != payload_crc:
-            return None
         data = None if header.get("missing") else payload
         return _Entry(data, dict(header.get("validators") or {}), float(header.get("validated", 0.0)))
 
@@ -277,6 +266,9 @@ class DiskCache:
         except OSError as exc:
             self._write_failed(exc, temp)
             return
+        finally:
+            with self._lock:
+                self._writing -= size
         self.stats.add("bytes_stored", len(payload))
 
     def _reserve(self, size: int) -> bool:
@@ -286,6 +278,7 @@ class DiskCache:
                 self._scan_wanted.set()
                 return False
             self._written += size
+            self._writing += size
             if self._written > self.slack // 4:
                 self._scan_wanted.set()
             return True
@@ -317,12 +310,14 @@ class DiskCache:
                 self.scan()
             except OSError as exc:
                 log.warning("disk cache %s: scan failed: %s", self.root.parent, exc)
-            self._scan_done.set()
+            with self._scans:
+                self._scans_finished += 1
+                self._scans.notify_all()
 
     def scan(self) -> int:
         """Delete least recently used entries until DIR is `slack` below the cap; the bytes DIR holds after."""
         with self._lock:
-            self._written = 0  # what is written from now on, this scan may not see
+            self._written = self._writing  # what is written from now on (or still being written) it may not see
         with open(self.root / "evict.lock", "a") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)  # one daemon's scan at a time; released on close
             entries, total = self._entries()
@@ -371,13 +366,48 @@ class DiskCache:
         return entries, total
 
     def wait_for_scan(self, timeout: float = 30.0) -> bool:
-        """Block until a scan ran since the call (for tests and benchmarks)."""
-        self._scan_done.clear()
-        self._scan_wanted.set()
-        return self._scan_done.wait(timeout)
+        """Block until a whole scan ran after the call (for tests and benchmarks)."""
+        with self._scans:
+            first = self._scans_finished
+            for wanted in (first + 1, first + 2):  # a scan under way began before the call: the next counts
+                self._scan_wanted.set()
+                if not self._scans.wait_for(lambda: self._scans_finished >= wanted, timeout):  # noqa: B023
+                    return False
+        return True
 
     def describe(self) -> dict[str, Any]:
         return {"directory": str(self.root.parent), "max_bytes": self.max_bytes, **self.stats.as_dict()}
+
+
+def read_entry(fd: int, size: int) -> tuple[dict[str, Any], bytes] | None:
+    """(header, payload) of the entry file open as `fd` (`size` bytes), or None if any check fails."""
+    head = os.pread(fd, min(size, _FIXED.size + MAX_HEADER), 0)
+    if len(head) < _FIXED.size:
+        return None
+    magic, header_length, payload_length, payload_crc, header_crc = _FIXED.unpack_from(head)
+    offset = _FIXED.size + header_length
+    if magic != MAGIC or header_length > MAX_HEADER or size != offset + payload_length or len(head) < offset:
+        return None
+    header_bytes = head[_FIXED.size:offset]
+    if zlib.crc32(header_bytes) != header_crc:
+        return None
+    try:
+        header = json.loads(header_bytes)
+    except ValueError:
+        return None
+    payload = head[offset:] if len(head) == size else os.pread(fd, payload_length, offset)
+    if len(payload) != payload_length or zlib.crc32(payload) != payload_crc or not isinstance(header, dict):
+        return None
+    return header, payload
+
+
+def entry_is_whole(path: Path) -> bool:
+    """Whether the entry file at `path` passes every check (for tests and benchmarks)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        return read_entry(fd, os.fstat(fd).st_size) is not None
+    finally:
+        os.close(fd)
 
 
 def _unlink_if_same(path: Path, status: os.stat_result) -> None:
