@@ -233,7 +233,8 @@ def test_two_daemons_share_one_small_dir_under_its_cap(tmp_path: Path) -> None:
             counters = [disk_stats(m) for m in mounts]
     assert wrong == [0] * 6
     assert len(sizes) > 10 and max(sizes) <= cap, max(sizes)
-    assert sum(c["evictions"] for c in counters) > 0 and sum(c["hits"] for c in counters) > 0
+    # (Hits are not asked for: three sequential passes over twice the cap is LRU's worst case.)
+    assert sum(c["evictions"] for c in counters) > 0 and sum(c["bytes_stored"] for c in counters) > cap
 
 
 # ------------------------------------------------------------- DiskCache alone
