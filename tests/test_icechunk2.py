@@ -28,7 +28,7 @@ import xarray as xr
 
 from engineutil import read_array
 from mountutil import mounted, mounted_many, run_zarrfs
-from remoteutil import remote_mount, s3_server
+from remoteutil import http_server, remote_mount, s3_server
 from zarrfs.engine.engine import Engine
 from zarrfs.options import EngineOptions, StoreOptions
 from zp3x import VENV_PYTHON
@@ -173,6 +173,22 @@ def test_container_outside_the_allowed_prefix(local_repository: Repository, open
             read_array(engine, "virt")
         assert "failed after" not in str(failure.value), allowed  # refused once, not retried
         np.testing.assert_array_equal(read_array(engine, "inline"), local_repository.expect("main", "inline"))
+
+
+def test_over_http(local_repository: Repository, open_engine: Callable[..., Engine]) -> None:
+    """Served by an HTTP server that answers Range requests: recognised by its listing, read through icechunk 2's
+    HTTP storage; icechunk 1.1 has none, and says so in one line."""
+    source = Path(local_repository.source)
+    with http_server(source.parent) as server:
+        url = f"{server.url}/{source.name}"
+        if not READS_FORMAT2:
+            result = run_zarrfs("tree", url)
+            assert result.returncode == 1 and result.stderr.count("\n") == 1, result.stderr
+            assert "http(s):// with icechunk 2" in result.stderr, result.stderr
+            return
+        engine = open_engine(url, store=StoreOptions(virtual_chunks=(str(local_repository.data),)))
+        for name in ARRAYS:
+            np.testing.assert_array_equal(read_array(engine, name), local_repository.expect(None, name), err_msg=name)
 
 
 def storage_argv(options: dict) -> list[str]:
