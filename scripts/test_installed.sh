@@ -9,7 +9,8 @@
 #   - `zarrfs tree` of a plain install (no extras) prints nothing on stderr;
 #   - (as root) that user can `pip install` from a checkout it cannot write to (the sdist way: a
 #     build from source);
-#   - every other supported Python on the machine (scripts/pythons.sh): its own wheel, installed the
+#   - every other supported Python on the machine (scripts/pythons.sh) that no venv of the suite has
+#     (.venv, .venv-oldest: scripts/test.sh runs the whole suite in those): its own wheel, installed the
 #     same way, imports, mounts and reads (the lifecycle tests, as this user).
 # Called by scripts/test.sh. WHEEL_DIR=DIR keeps the repaired wheels there.
 set -euo pipefail
@@ -117,9 +118,12 @@ fi
 
 # Every other supported Python here: its wheel imports, mounts and reads.
 source scripts/pythons.sh
-own=$("$PY" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+covered=" $("$PY" -c 'import sys; print("%d.%d" % sys.version_info[:2])') "
+for venv in .venv .venv-oldest; do
+    [ -x "$venv/bin/python" ] && covered+="$(venv_version "$venv") "
+done
 python_candidates | while read -r version python; do
-    [ "$version" = "$own" ] && continue
+    [[ "$covered" == *" $version "* ]] && continue
     wheel=$(wheel_for "$python")
     echo "== Python $version: $(basename "$wheel") ($(du -k "$wheel" | cut -f1) KiB), installed without a compiler"
     install_wheel "$python" "$work/venv-$version" "$wheel"

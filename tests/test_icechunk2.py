@@ -246,3 +246,9 @@ def test_newer_format_message_names_icechunk_and_python() -> None:
     line = _newer_icechunk_needed(Old)
     assert "\n" not in line and "icechunk 1.1.21" in line and "pip install 'icechunk>=2.1'" in line
     assert ("Python 3.12 or newer" in line) == (sys.version_info < (3, 12))
+
+    class Current:  # and a format newer than icechunk 2's
+        __version__ = "2.3.0"
+
+    line = _newer_icechunk_needed(Current)
+    assert "\n" not in line and "newer format than icechunk 2.3.0" in line and "pip install -U icechunk" in line

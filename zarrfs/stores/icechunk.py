@@ -106,6 +106,9 @@ def open_session_store(source: str, storage_options: dict[str, Any], ref: str | 
 
 
 def _newer_icechunk_needed(icechunk: Any) -> str:
+    if not icechunk.__version__.startswith(("0.", "1.")):  # a format newer than any this code knows
+        return (f"an Icechunk repository in a newer format than icechunk {icechunk.__version__} reads: "
+                "upgrade it (`pip install -U icechunk`)")
     python = "" if sys.version_info >= (3, 12) else (
         f", which needs Python 3.12 or newer (this is Python {sys.version.split()[0]}): "
         "make zarrfs's venv with python3.12 or newer")
