@@ -1,4 +1,4 @@
-# Sourced by scripts/setup.sh, test.sh and test_installed.sh: the CPythons on this machine that zarrfs supports.
+# Sourced by scripts/setup.sh and scripts/test_installed.sh: the CPythons on this machine that zarrfs supports.
 #
 # python_candidates prints "MAJOR.MINOR PATH" for each usable CPython >= 3.11, one per minor version,
 # oldest first: $PYTHON if set, python3, /usr/bin/python3, python3.11 ... python3.14 on PATH (pyenv's
