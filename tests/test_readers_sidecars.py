@@ -2,8 +2,8 @@
 
 Writers: ome-zarr-py (OME-Zarr 0.4 and 0.5, a t,c,z,y,x image whose planes
 are one chunk each, and a y,x pyramid), zarr-python. Readers, each in its
-own process: Bio-Formats 7.3.1 (showinf), VTK 9.1 (`vtkMetaImageReader`,
-`vtkNrrdReader`), ParaView 5.11 (pvpython `OpenDataFile`), SimpleITK, pynrrd,
+own process: Bio-Formats 7.3.1 (showinf), VTK 9.2 as ParaView 5.11 ships it
+(`vtkMetaImageReader`, `vtkNrrdReader`), ParaView 5.11 (pvpython `OpenDataFile`), SimpleITK, pynrrd,
 libvips, OpenSlide (Debian's 3.4 command and OpenSlide 4 through
 openslide-python), GDAL, tifffile. Expected values come from what was handed
 to the writer, never from zarrfs.
