@@ -115,12 +115,12 @@ class Readahead:
         room = max(0, budget_bytes - self.band_bytes - WINDOW_BYTES) // 2
         self.readahead_max = min(readahead_max if readahead_max is not None else room, room) if enabled else 0
         self.step = self._step(read_grid, outer_grid, remote)
+        # Said once, when a stream of the array first turns sequential: readers of tiles
+        # (`.tiled.tif`, `.ome.tif`) and random reads never need a band in the cache.
+        self._band_advice: tuple[str, int, int, int] | None = None
         if self.band_bytes > budget_bytes:
-            log.warning(
-                "array /%s: one band of chunks is %d MiB but the cache is %d MiB; a sequential read "
-                "will decode chunks more than once. Mount with --cache-size %dM or more.",
-                name, self.band_bytes >> 20, budget_bytes >> 20, -(-2 * self.band_bytes // (1 << 20)),
-            )
+            self._band_advice = (name, self.band_bytes >> 20, budget_bytes >> 20,
+                                 -(-2 * self.band_bytes // (1 << 20)))
 
     def _step(self, read_grid: ChunkGrid, outer_grid: ChunkGrid, remote: bool) -> int:
         """Array bytes per readahead batch of a sharded array (0: batches of a quarter window).
@@ -159,6 +159,11 @@ class Readahead:
         stream.next_offset = max(stop, stream.next_offset) if stream.sequential else stop
         if not stream.sequential:
             stream.band_index = -1  # `passed` starts afresh when the stream turns sequential
+        elif self._band_advice is not None:
+            advice, self._band_advice = self._band_advice, None
+            if advice is not None:  # another stream's thread may have said it meanwhile
+                log.warning("array /%s: one band of chunks is %d MiB but the cache is %d MiB; a sequential read "
+                            "will decode chunks more than once. Mount with --cache-size %dM or more.", *advice)
         if self.readahead_max <= 0 or not (stream.sequential or first_read):
             stream.window = 0
             stream.band = None
