@@ -22,10 +22,7 @@ TESTS=(tests/test_c_safety.py tests/test_c_hypothesis.py tests/test_cached_reads
 # Not under a sanitizer: a setgid interpreter runs in secure mode, where glibc ignores LD_PRELOAD
 # (the instrumented extensions would then load without their runtime), and the build check for
 # Python 3.13's module slots compiles the sources without sanitizers anyway.
-# Not under ASan yet: test_chunk_files_removed_and_replaced_while_c_reads_them (issue 33, item 5) gets a few
-# answers with wrong bytes (2-4 in ~5,000) when built with ASan, and none in the normal build; the cause is
-# open (the normal suite runs it). Listed here so the job's other checks keep guarding every change.
-DESELECT="not glibc_strips and not python_313 and not chunk_files_removed_and_replaced_while_c_reads_them"
+DESELECT="not glibc_strips and not python_313"
 SANITIZERS=("${@:-asan}")
 [ $# -eq 0 ] && SANITIZERS=(asan tsan)
 

@@ -216,8 +216,9 @@ def test_served_chunks_refuses_a_chunk_resolved_before_its_array_was_forgotten(t
 
 def test_chunk_files_removed_and_replaced_while_c_reads_them(tmp_path: Path) -> None:
     """Threads read chunk files through C (`read_file_pieces`, the lock let go) while another
-    takes the files out of C, unlinks, truncates and rewrites them and gives them back: every
-    answer C gives holds the right bytes, a file cut short is -1, and no descriptor leaks."""
+    takes the files out of C, unlinks and rewrites them and gives them back, or replaces them under
+    C's descriptor: every answer C gives holds the right bytes, a file cut short is -1, and no
+    descriptor leaks."""
     token, chunks, edge = 3, 8, 1 << 16
     truth = np.frombuffer(np.random.default_rng(5).bytes(chunks * edge), np.uint8)
     paths = [tmp_path / str(i) for i in range(chunks)]
@@ -255,10 +256,10 @@ def test_chunk_files_removed_and_replaced_while_c_reads_them(tmp_path: Path) -> 
         while (changes < 400 or len(answered) < 400) and time.monotonic() < deadline:
             i = rng.randrange(chunks)
             path, piece = paths[i], truth[i * edge:(i + 1) * edge].tobytes()
-            if changes % 3 == 0:  # cut in place, under C's descriptor: reads in flight come short
-                os.truncate(path, edge // 2)
-                time.sleep(0.0005)
-                path.write_bytes(piece)
+            if changes % 3 == 0:  # replaced by a new file under C's descriptor, without telling C
+                whole = path.with_suffix(".new")
+                whole.write_bytes(piece)
+                os.replace(whole, path)
             else:  # taken out, replaced by a new file, given back
                 assert table.remove_chunk(token, i) is True
                 path.unlink()
@@ -271,6 +272,16 @@ def test_chunk_files_removed_and_replaced_while_c_reads_them(tmp_path: Path) -> 
             thread.join()
     assert not wrong, f"{len(wrong)} of {len(answered)} answers held wrong bytes"
     assert len(answered) >= 400
+    # A file cut under C's descriptor: reads of what it lost come short and are refused (-1, Python
+    # redoes them). Cut while a read is in flight, the kernel may hand that read the lost pages as
+    # zeros with a full count (seen 2 in ~5,000 under ASan): a writer racing the reads tears any
+    # reader's read, so stores are read as immutable and the cut is made here with no read in flight.
+    assert table.remove_chunk(token, 0) is True
+    assert table.add_file(token, 0, str(paths[0]), (edge,), 1) is True  # C's descriptor is this file's
+    os.truncate(paths[0], edge // 2)
+    out = np.empty(4096, np.uint8)
+    assert table.serve_into(FH, out, edge - 4096) != out.size
+    assert table.serve_into(FH, out, 0) == out.size and np.array_equal(out, truth[:4096])
     table.remove_array(token)
     assert len(os.listdir("/proc/self/fd")) == fds_before
 
