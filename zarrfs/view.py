@@ -162,10 +162,13 @@ class VirtualTree:
             return Handle(Layout(json_document({**self.engine.stats(), **extras}), 0), None, direct_io=True)
         if not isinstance(entry, FileEntry):
             raise IsDirectoryError(f"/{path.strip('/')} is a directory")
+        if isinstance(entry.layout, TiledFile):
+            # Tiled TIFFs read their tiles through the readers of their own levels (engine.tiles), whole
+            # tiles at random places: no C-order reader, and no kernel readahead past a tile, which
+            # would decode chunks nobody asked for.
+            return Handle(entry.layout, None, direct_io=True)
         reader = self.engine.reader(entry.array_path) if entry.array_path is not None else None
-        # Tiled TIFFs are read whole tiles at random places: kernel readahead past a tile would
-        # decode chunks nobody asked for.
-        return Handle(entry.layout, reader, direct_io=isinstance(entry.layout, TiledFile))
+        return Handle(entry.layout, reader)
 
     def listdir(self, directory: DirEntry) -> dict[str, Entry]:
         generation = self.engine.hierarchy.generation
