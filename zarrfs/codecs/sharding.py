@@ -15,7 +15,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from ..errors import ChunkError, MetadataError, UnsupportedError
-from ..model.meta import parse_shape
+from ..model.shapes import parse_shape
 from .pipeline import ChunkCodec, V3ChunkCodec, parse_codecs
 from .registry import check_keys, register
 from .spec import ChunkSpec

@@ -24,14 +24,8 @@ from .dtypes import (
     with_byte_order,
 )
 from .grids import RegularGrid
-from .meta import (
-    ArrayMeta,
-    ChunkKeyFn,
-    check_sizes,
-    parse_shape,
-    require,
-    require_object,
-)
+from .meta import ArrayMeta, ChunkKeyFn, require, require_object
+from .shapes import check_sizes, parse_shape
 
 # The seed spells it both ways: storage_transformers (examples) and storage-transformers (URI line).
 SHARDING_URI_SUFFIXES = ("storage_transformers/sharding/1.0", "storage-transformers/sharding/1.0")

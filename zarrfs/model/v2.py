@@ -14,15 +14,8 @@ from ..errors import MetadataError, UnsupportedError
 from .dtypes import explicit_byte_order, fill_array, parse_typestr, vlen_fill
 from .grids import RegularGrid
 from .limits import check_vlen_elements
-from .meta import (
-    ArrayMeta,
-    ChunkKeyFn,
-    check_sizes,
-    join_key,
-    parse_shape,
-    require,
-    require_object,
-)
+from .meta import ArrayMeta, ChunkKeyFn, join_key, require, require_object
+from .shapes import check_sizes, parse_shape
 
 
 def v2_chunk_key(prefix: str, separator: str) -> ChunkKeyFn:

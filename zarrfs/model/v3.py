@@ -19,16 +19,8 @@ from .dtypes import (
 )
 from .grids import ChunkGrid, RegularGrid, parse_rectilinear, refine
 from .limits import check_vlen_elements
-from .meta import (
-    ArrayMeta,
-    ChunkKeyFn,
-    check_sizes,
-    join_key,
-    parse_dimension_names,
-    parse_shape,
-    require,
-    require_object,
-)
+from .meta import ArrayMeta, ChunkKeyFn, join_key, parse_dimension_names, require, require_object
+from .shapes import check_sizes, parse_shape
 
 _ARRAY_KEYS = {
     "zarr_format", "node_type", "shape", "data_type", "chunk_grid", "chunk_key_encoding",
