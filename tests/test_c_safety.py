@@ -411,7 +411,7 @@ def test_reads_of_one_open_file_update_its_stream_one_at_a_time(tmp_path: Path) 
                     return track(s, start, stop)
                 finally:
                     inside.pop()
-                    claims.append(engine.cache.claimed_bytes)
+                    claims.append(engine.cache.budget_figures()["claimed_bytes"])
             return track(s, start, stop)
 
         reader.readahead.track = watched_track

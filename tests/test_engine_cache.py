@@ -25,7 +25,8 @@ import pytest
 from oracles import Oracle, write_zarr
 from zarrfs.engine.engine import Engine
 from zarrfs.engine.readahead import ReadStream
-from zarrfs.engine.spare import reusable
+from zarrfs.engine.buffers import owned_memory
+from zarrfs.engine.cache import ChunkCache
 
 PIECE = 128 << 10  # what the kernel asks a FUSE file system for at a time
 THREADS = 8
@@ -214,29 +215,51 @@ def test_cache_memory_stays_within_budget(pattern: str, big_array: Oracle,
 # ------------------------------------------------------------ spare memory
 
 
-def test_evicted_memory_is_reusable_only_when_nothing_else_refers_to_it() -> None:
-    """spare.reusable hands out a chunk's memory only if the caller's one name is all that
-    refers to the chunk and to the array owning its memory."""
+def test_only_plain_memory_of_a_chunks_own_can_be_reused() -> None:
+    """buffers.owned_memory: the whole writable buffer a chunk views, nothing else."""
     owner = np.empty(4096, np.uint8)
     chunk = owner.view("<f4").reshape(32, 32)
-    del owner
-    view = chunk[3:5]
-    assert reusable(chunk) is None  # a reader still holds a view
-    del view
-    exported = memoryview(chunk)
-    assert reusable(chunk) is None  # a buffer exported from it (a reply copy in progress)
-    del exported
-    second_name = chunk
-    assert reusable(chunk) is None
-    del second_name
-    memory = reusable(chunk)
-    assert memory is not None and memory.nbytes == chunk.nbytes and np.shares_memory(memory, chunk)
-
+    memory = owned_memory(chunk)
+    assert memory is owner
     whole = np.zeros((8, 8), "<f8")  # owns its memory itself
-    assert reusable(whole) is whole
-    assert reusable(np.frombuffer(b"\0" * 64, "<f8")) is None  # memory of a bytes object: read-only
-    assert reusable(np.empty(4096, np.uint8)[:1024]) is None  # part of a larger buffer
-    assert reusable(np.empty(4, object)) is None
+    assert owned_memory(whole) is whole
+    assert owned_memory(np.frombuffer(b"\0" * 64, "<f8")) is None  # memory of a bytes object: read-only
+    assert owned_memory(np.empty(4096, np.uint8)[:1024]) is None  # part of a larger buffer
+    assert owned_memory(np.empty(4, object)) is None
+    assert owned_memory(b"side data") is None
+
+
+def test_a_leased_chunk_is_never_reused_and_a_released_one_is() -> None:
+    """The lease rule (buffers.py): a chunk evicted while a read leases it keeps its bytes; the
+    memory of one evicted with no lease open goes to the next load's decode."""
+    size = 1 << 16
+    # Room for 8 chunks and a half: the pool (an eighth of the budget) holds one chunk.
+    cache = ChunkCache(budget_bytes=8 * size + size // 2 + 8 * 256, max_workers=2)
+    try:
+        def load(key: tuple) -> np.ndarray:
+            buffer = cache.take_buffer(size)
+            chunk = (np.empty(size, np.uint8) if buffer is None else buffer)
+            chunk[:] = key[1]
+            return chunk
+
+        def read(key: tuple) -> tuple[dict, np.ndarray]:
+            values, pending = cache.get_many([key], load, size_hint=size)
+            values.update((k, f.result()) for k, f in pending.items())
+            return values, values[key]
+
+        leased, first = read(("c", 0))
+        for index in range(1, 8):
+            cache.release(read(("c", index))[0])
+        assert cache.stats().evictions == 0
+        cache.release(read(("c", 8))[0])  # evicts chunk 0, leased: dropped, not reused
+        assert cache.stats().evictions == 1 and cache.stats().spares_reused == 0
+        _, ninth = read(("c", 9))  # evicts chunk 1, released: its memory takes the decode
+        assert (first == 0).all()  # still leased: never written over
+        assert cache.stats().spares_reused == 1
+        assert (ninth == 9).all() and not np.shares_memory(first, ninth)
+        cache.release(leased)  # a lease on a chunk gone from the cache ends quietly
+    finally:
+        cache.close()
 
 
 def test_stream_decodes_into_evicted_chunks_and_never_into_held_ones(big_array: Oracle,
@@ -251,12 +274,16 @@ def test_stream_decodes_into_evicted_chunks_and_never_into_held_ones(big_array: 
     half = len(want) // 2
     assert read_sequentially(lambda a, b: reader.read(a, b, stream), half) == want[:half]
     with engine.cache._lock:  # readahead may be inserting chunks meanwhile
-        kept_alive = [value for value, _ in engine.cache._entries.values() if isinstance(value, np.ndarray)]
+        cached = list(engine.cache._entries)
+    leased = engine.cache.lookup(cached)  # a reader's leases on the chunks cached now
+    assert leased
+    kept_alive = [value for value in leased if isinstance(value, np.ndarray)]
     held = [value.copy() for value in kept_alive]
     assert kept_alive
     rest = b"".join(reader.read(start, start + PIECE, stream) for start in range(half, len(want), PIECE))
     assert rest == want[half:]
     assert all(np.array_equal(alive, copy) for alive, copy in zip(kept_alive, held, strict=True))
+    engine.cache.release(dict(zip(cached, leased, strict=True)))
     stats = engine.cache.stats()
     assert stats.loads == n_chunks(reader.meta.shape, reader.meta.chunk_shape)
     # Every eviction of a chunk nobody holds frees memory a later decode of the stream can take.

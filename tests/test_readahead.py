@@ -22,10 +22,10 @@ def test_window_holds_budget_while_it_lives(tmp_path: Path, open_engine: Callabl
     got = b"".join(reader.read(o, o + 4096, stream) for o in range(0, 3 * 4096, 4096))
     assert got == data.tobytes()[:3 * 4096]
     assert stream.buffer is not None and len(stream.buffer[1]) == WINDOW_BYTES
-    assert engine.cache.held_bytes == WINDOW_BYTES  # one window, however many reads it served
+    assert engine.cache.budget_figures()["held_bytes"] == WINDOW_BYTES  # one window, however many reads it served
     del stream, got
     gc.collect()
-    assert engine.cache.held_bytes == 0  # the file closed: its window's budget is back
+    assert engine.cache.budget_figures()["held_bytes"] == 0  # the file closed: its window's budget is back
 
 
 def test_streams_past_half_the_budget_read_without_a_window(tmp_path: Path,
@@ -37,7 +37,7 @@ def test_streams_past_half_the_budget_read_without_a_window(tmp_path: Path,
     streams = [ReadStream() for _ in range(8)]
     for stream in streams:
         assert b"".join(reader.read(o, o + 4096, stream) for o in (0, 4096)) == data.tobytes()[:8192]
-    assert engine.cache.held_bytes <= engine.cache.budget_bytes // 2
+    assert engine.cache.budget_figures()["held_bytes"] <= engine.cache.budget_bytes // 2
     assert any(stream.buffer is None for stream in streams)
 
 
@@ -68,7 +68,7 @@ def test_concurrent_streams_share_one_readahead_budget(tmp_path: Path, open_engi
     assert stats.loads <= 1.5 * chunks, stats
     assert stats.prefetches > 0  # readahead still ran where it had room
     assert stats.prefetches_refused > 0  # and was held to its share: four streams asked for more
-    assert engine.cache.claimed_bytes == 4 * 8 << 20  # each stream's band
+    assert engine.cache.budget_figures()["claimed_bytes"] == 4 * 8 << 20  # each stream's band
     del streams, stream
     gc.collect()
-    assert engine.cache.claimed_bytes == 0  # closed streams give their bands back
+    assert engine.cache.budget_figures()["claimed_bytes"] == 0  # closed streams give their bands back

@@ -88,11 +88,11 @@ def _located(store: Store, meta: ArrayMeta, key: str, exc: ZarrfsError) -> Zarrf
 
 def _memory_for(cache: ChunkCache, meta: ArrayMeta, shape: tuple[int, ...]) -> np.ndarray:
     """Memory to decode a chunk of `shape` into, for a codec that decodes into memory it is given:
-    an evicted chunk's (spare.py), else new memory of the chunk's own, which can become a spare
+    an evicted chunk's (buffers.py), else new memory of the chunk's own, which can be reused
     in turn (memory a codec allocates cannot: it belongs to a bytes object)."""
     nbytes = math.prod(shape) * meta.dtype.itemsize
-    spare = cache.take_spare(nbytes)
-    return spare if spare is not None else np.empty(nbytes, np.uint8)
+    buffer = cache.take_buffer(nbytes)
+    return buffer if buffer is not None else np.empty(nbytes, np.uint8)
 
 
 def _checked(chunk: np.ndarray, meta: ArrayMeta, shape: tuple[int, ...]) -> np.ndarray:

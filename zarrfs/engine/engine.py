@@ -80,7 +80,7 @@ class Engine:
     def stats(self) -> dict[str, Any]:
         """Counters a user can read from the mount's `.zarrfs-stats.json`."""
         return {"cache": {"budget_bytes": self.cache.budget_bytes, **self.cache.stats().as_dict(),
-                          "held_bytes": self.cache.held_bytes, "claimed_bytes": self.cache.claimed_bytes},
+                          **self.cache.budget_figures()},
                 "store": {"source": self.store.display_name, **self.store.stats.as_dict()},
                 "metadata": self.hierarchy.stats(),
                 "raw_chunk_reads": self.files.stats(),

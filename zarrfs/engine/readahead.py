@@ -8,7 +8,7 @@ chunk decodes once; when the budget cannot hold a band it says which would.
 
 A sequential stream also gets its bytes assembled a window at a time (the
 per-chunk Python work is paid once per window instead of once per FUSE read).
-Readahead of all streams together is bounded too (`ChunkCache._room_to_prefetch`):
+Readahead of all streams together is bounded too (budget.py):
 each sequential stream claims the band it reads, and loads ahead only get
 half of what the budget leaves beside the claimed bands; chunks it cannot
 load ahead now it loads at a later read, or the read that needs them does.
@@ -89,7 +89,7 @@ class BandClaim:
 
     def __init__(self, cache: ChunkCache, nbytes: int) -> None:
         cache.claim(nbytes)
-        weakref.finalize(self, cache.unclaim, nbytes)
+        weakref.finalize(self, cache.budget.unclaim, nbytes)
 
 
 class Readahead:
@@ -273,7 +273,7 @@ def windowed(stream: ReadStream, start: int, stop: int, nbytes: int, window_byte
         if not cache.hold(window_stop - start):
             return None
         data = np.empty(window_stop - start, np.uint8)
-        weakref.finalize(data, cache.release, window_stop - start)
+        weakref.finalize(data, cache.budget.release, window_stop - start)
         try:
             fill(start, window_stop, data)
         except ZarrfsError:

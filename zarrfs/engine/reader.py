@@ -212,19 +212,23 @@ class ArrayReader:
         edge = edges[-1]
         first_chunk, lo = divmod(column, edge)
         last_chunk = (column + count - 1) // edge
-        values = self.cache.lookup([(self._key_prefix, (*lead, c)) for c in range(first_chunk, last_chunk + 1)])
+        keys = [(self._key_prefix, (*lead, c)) for c in range(first_chunk, last_chunk + 1)]
+        values = self.cache.lookup(keys)
         if values is None:
             return False
         target = out.view(self.meta.dtype)
         at = 0
-        for value in values:
-            hi = min(edge, lo + count - at)
-            if value is None:
-                target[at:at + hi - lo] = self.meta.fill_value
-            else:
-                copy_block(target[at:at + hi - lo], value[(*within, slice(lo, hi))])
-            at += hi - lo
-            lo = 0
+        try:
+            for value in values:
+                hi = min(edge, lo + count - at)
+                if value is None:
+                    target[at:at + hi - lo] = self.meta.fill_value
+                else:
+                    copy_block(target[at:at + hi - lo], value[(*within, slice(lo, hi))])
+                at += hi - lo
+                lo = 0
+        finally:
+            self.cache.release(dict(zip(keys, values, strict=True)))
         return True
 
     def _fill_bytes(self, start: int, stop: int, out: np.ndarray) -> None:
@@ -261,15 +265,16 @@ class ArrayReader:
             return
         prefix = self._key_prefix
         keys = [(prefix, piece[0]) for piece in row.pieces]
-        values, pending = self.cache.get_many(keys, self._load, size_hint=self.unit_nbytes, batch=self._batch)
-        if pending:
-            self._wait(pending, values)
-        for (_, lo, hi, at), key in zip(row.pieces, keys, strict=True):
-            chunk = values[key]
-            if chunk is None:
-                output[..., at:at + hi - lo] = self.meta.fill_value
-            else:
-                copy_block(output[..., at:at + hi - lo], chunk[row.block(lo, hi)])
+        values = self._leased(keys)
+        try:
+            for (_, lo, hi, at), key in zip(row.pieces, keys, strict=True):
+                chunk = values[key]
+                if chunk is None:
+                    output[..., at:at + hi - lo] = self.meta.fill_value
+                else:
+                    copy_block(output[..., at:at + hi - lo], chunk[row.block(lo, hi)])
+        finally:
+            self.cache.release(values)
 
     def _fill_targets(self, targets: list[Target]) -> None:
         """Copy each block of a chunk into place: read raw from its file when stored plain, else decoded."""
@@ -289,16 +294,16 @@ class ArrayReader:
                 return
             targets = undone
         prefix = self._key_prefix
-        keys = list(dict.fromkeys((prefix, one[0]) for one in targets))
-        values, pending = self.cache.get_many(keys, self._load, size_hint=self.unit_nbytes, batch=self._batch)
-        if pending:
-            self._wait(pending, values)
-        for coords, src, destination in targets:
-            chunk = values[(prefix, coords)]
-            if chunk is None:
-                destination[...] = self.meta.fill_value
-            else:
-                copy_block(destination, chunk[src])
+        values = self._leased(list(dict.fromkeys((prefix, one[0]) for one in targets)))
+        try:
+            for coords, src, destination in targets:
+                chunk = values[(prefix, coords)]
+                if chunk is None:
+                    destination[...] = self.meta.fill_value
+                else:
+                    copy_block(destination, chunk[src])
+        finally:
+            self.cache.release(values)
 
     def _read_raw(self, coords: Coords, src: tuple[slice, ...], destination: np.ndarray,
                   cached_only: bool = False) -> bool | None:
@@ -312,12 +317,23 @@ class ArrayReader:
             self.cache.served.open_raw_file((self._key_prefix, coords), path, shape)
         return done
 
-    def _wait(self, pending: dict, values: dict) -> None:
-        _, late = wait(pending.values(), timeout=self.timeout)
-        if late:
-            raise StoreTimeoutError(f"array /{self.meta.path}: chunks not loaded within {self.timeout:.0f} s")
-        for key, future in pending.items():
-            values[key] = future.result()  # raises the load's error, if any
+    def _leased(self, keys: list[tuple]) -> dict[tuple, np.ndarray | None]:
+        """The chunks of `keys`, loaded if need be, each leased until `cache.release` (buffers.py)."""
+        values, pending = self.cache.get_many(keys, self._load, size_hint=self.unit_nbytes, batch=self._batch)
+        if not pending:
+            return values
+        try:
+            _, late = wait(pending.values(), timeout=self.timeout)
+            if late:
+                raise StoreTimeoutError(f"array /{self.meta.path}: chunks not loaded within {self.timeout:.0f} s")
+            for key, future in pending.items():
+                values[key] = future.result()  # raises the load's error, if any
+        except BaseException:  # end the leases of every value this read got, loaded or not
+            values.update((key, future.result()) for key, future in pending.items()
+                          if key not in values and future.done() and future.exception() is None)
+            self.cache.release(values)
+            raise
+        return values
 
     def _load(self, key: tuple) -> np.ndarray | None:
         return self.source.load(key[1])

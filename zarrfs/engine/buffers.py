@@ -1,61 +1,45 @@
-"""Spare buffers: the memory of evicted chunks, kept for the next decodes of the same size.
+"""Buffers by lease: the memory of evicted chunks, handed to the next decodes of the same size.
 
 A decode into fresh memory page-faults on every 4 KiB it writes; in a cold
 streaming read that was over a quarter of the daemon's CPU. A chunk the
 cache evicts is usually the size of the next one it loads, so its memory
 is kept and the next decode writes into it instead.
 
-Reusing memory is only safe when nothing else can still read it: a reader
-may hold the evicted chunk, a view of it, or a buffer exported from it
-(the reply copy holds one while it runs). Each of those holds a reference
-to the chunk or to the array that owns its memory, so `reusable` takes
-the memory only when the two reference counts are exactly what the cache's
-own eviction holds. The counts it expects are measured once, at import,
-through the same calls, so they follow the interpreter's own counting.
+Reusing memory is only safe when nothing can still read it. The rule: a
+chunk's memory is reused only when, as it leaves the cache, no lease on it
+is open. Every reader of cached chunks holds a lease while it copies
+(`ChunkCache.get_many` and `lookup` hand out leased values, `release` ends
+them); the C read path holds a buffer export and a pin, and the cache takes
+the chunk out of C (which waits for copies in flight) before its memory can
+move. A chunk evicted while leased is simply dropped: its memory is freed
+when its last holder lets go, never reused. Side data (shard indexes) is
+never reused: its users take no leases.
+
+`owned_memory` says whether a chunk's memory can be reused at all: a plain
+numeric array owning (or viewing the whole of) a writable, contiguous
+buffer of its own size.
 """
 
 from __future__ import annotations
 
-import sys
 from collections import deque
 from typing import Any
 
 import numpy as np
 
 
-def reusable(value: Any) -> np.ndarray | None:
-    """The array owning `value`'s memory, if `value` is a plain numeric chunk that nothing but
-    the caller's one name refers to (and nothing but `value` refers to its memory); else None."""
+def owned_memory(value: Any) -> np.ndarray | None:
+    """The array owning `value`'s memory, when that memory is exactly `value`'s and may be written."""
     if not isinstance(value, np.ndarray):
         return None
     owner = value if value.base is None else value.base
     if not (isinstance(owner, np.ndarray) and owner.flags.owndata and owner.flags.writeable
             and owner.flags.c_contiguous and owner.nbytes == value.nbytes and not owner.dtype.hasobject):
         return None
-    if _reference_counts(value, owner) != _UNSHARED[value is owner]:
-        return None
     return owner
 
 
-def _reference_counts(value: np.ndarray, owner: np.ndarray) -> tuple[int, int]:
-    return sys.getrefcount(value), sys.getrefcount(owner)
-
-
-def _counts_as_reusable_sees(value: np.ndarray) -> tuple[int, int]:
-    """What `reusable` counts for a value held by one name: the same frames, the same locals."""
-    owner = value if value.base is None else value.base
-    return _reference_counts(value, owner)
-
-
-def _unshared_counts(owns_memory: bool) -> tuple[int, int]:
-    value = np.empty(64, np.uint8) if owns_memory else np.empty(64, np.uint8).view(np.int8)  # one name
-    return _counts_as_reusable_sees(value)
-
-
-_UNSHARED = {True: _unshared_counts(True), False: _unshared_counts(False)}
-
-
-class SpareBuffers:
+class BufferPool:
     """Memory of evicted chunks, newest last, at most `limit` bytes. Not thread-safe: the cache
     calls it under its own lock and decides how much to keep."""
 
