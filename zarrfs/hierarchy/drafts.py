@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from ..model.draft import parse_seed_array, parse_zp2_array
 from ..model.meta import GroupMeta, join_key, require_object
 from ..stores.store import Store
@@ -27,7 +29,7 @@ class Zp2DraftDialect:
             return parse_zp2_array(doc, path, where)
         doc = get_json(self.store, self._meta_key(path, "group"))
         if doc is not None:
-            return GroupMeta(path, self.zarr_format, parse_attributes(require_object(doc, where).get("attributes"), where))
+            return _group(path, self.zarr_format, doc, where)
         dirs, files = self.store.listdir(join_key("meta/root", path))
         if dirs or files:  # implicit group: only its descendants exist
             return GroupMeta(path, self.zarr_format, {})
@@ -52,7 +54,7 @@ class SeedDraftDialect:
             return parse_seed_array(doc, path, where)
         doc = get_json(self.store, f"meta/{path}.group.json" if path else "meta/group.json")
         if doc is not None:
-            return GroupMeta(path, self.zarr_format, parse_attributes(require_object(doc, where).get("attributes"), where))
+            return _group(path, self.zarr_format, doc, where)
         # Groups may be implicit: implied by descendants, the root always.
         if not path or any(self.store.listdir(f"meta/{path}")):
             return GroupMeta(path, self.zarr_format, {})
@@ -61,6 +63,11 @@ class SeedDraftDialect:
     def child_names(self, path: str) -> list[str]:
         names = _draft_children(self.store, join_key("meta", path))
         return [n for n in names if path or n not in ("array", "group")]
+
+
+def _group(path: str, zarr_format: str, doc: Any, where: str) -> GroupMeta:
+    """A draft's group document: its attributes sit under `attributes`."""
+    return GroupMeta(path, zarr_format, parse_attributes(require_object(doc, where).get("attributes"), where))
 
 
 def _draft_children(store: Store, meta_prefix: str) -> list[str]:
