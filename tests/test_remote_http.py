@@ -27,7 +27,7 @@ from mountutil import Mount, mounted_many
 from oracles import HierarchyOracle, Oracle
 from remoteutil import HttpServer, RangeHandler, http_server, remote_mount, write_sources
 from zarrfs.engine.engine import Engine
-from zarrfs.model.hierarchy import Hierarchy
+from zarrfs.hierarchy import Hierarchy
 from zarrfs.model.meta import ArrayMeta
 from zarrfs.stores.store import Store
 from zarrfs.view import source_name
@@ -183,7 +183,7 @@ def test_unlistable_server_says_what_it_cannot_discover(
         served: Served, caplog: pytest.LogCaptureFixture) -> None:
     with http_server(served.root, NoIndexHandler) as server:
         plain = served.hierarchies["h3"]
-        with caplog.at_level(logging.WARNING, logger="zarrfs.model.hierarchy"):
+        with caplog.at_level(logging.WARNING, logger="zarrfs.hierarchy.documents"):
             hierarchy = Hierarchy(Store.open(url_of(server, served.root, plain.store)))
             assert hierarchy.children("") == []  # nothing below the root can be found
             hierarchy.children("obs")

@@ -8,7 +8,7 @@ from typing import Any
 
 from .conventions.layout import group_layout
 from .conventions.semantics import Quantity, Semantics
-from .model.hierarchy import Hierarchy
+from .hierarchy import Hierarchy
 from .model.meta import ArrayMeta, GroupMeta
 
 # The meaning of an array (`SemanticsIndex.of`); without one, none is shown.

@@ -26,7 +26,7 @@ from ..model.meta import ArrayMeta, GroupMeta
 from .ome import normalised_dataset_path, ome_block
 
 if TYPE_CHECKING:
-    from ..model.hierarchy import Hierarchy
+    from ..hierarchy import Hierarchy
 
 # How far above an array its image group may be: datasets are usually one or
 # two levels down; the bound keeps a lookup from walking a deep tree.

@@ -18,7 +18,7 @@ from .ome import normalised_dataset_path
 from .plate import plate_block, plate_of_group
 
 if TYPE_CHECKING:
-    from ..model.hierarchy import Hierarchy
+    from ..hierarchy import Hierarchy
 
 # A well is `row/column` below its plate (the spec's layout); one level more is allowed.
 MAX_WELL_DEPTH = 3

@@ -19,7 +19,7 @@ from .image import OmeImage, images_of_group
 from .ome import normalised_dataset_path
 
 if TYPE_CHECKING:
-    from ..model.hierarchy import Hierarchy
+    from ..hierarchy import Hierarchy
 
 log = logging.getLogger(__name__)
 

@@ -19,7 +19,7 @@ from ..model.meta import ArrayMeta
 from .image import image_of_array, level_arrays
 
 if TYPE_CHECKING:
-    from ..model.hierarchy import Hierarchy
+    from ..hierarchy import Hierarchy
 
 
 def coarser_levels(hierarchy: Hierarchy, meta: ArrayMeta) -> tuple[ArrayMeta, ...]:

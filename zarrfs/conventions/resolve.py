@@ -24,7 +24,7 @@ from .ome import label_colors, level_axes, ome_block, omero_channels
 from .semantics import Axis, Channel, ConventionError, LabelColor, Semantics
 
 if TYPE_CHECKING:
-    from ..model.hierarchy import Hierarchy
+    from ..hierarchy import Hierarchy
 
 log = logging.getLogger(__name__)
 

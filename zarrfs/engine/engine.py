@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import NotFoundError
-from ..model.hierarchy import Hierarchy, open_hierarchy
+from ..hierarchy import Hierarchy, open_hierarchy
 from ..model.meta import ArrayMeta
 from ..options import EngineOptions
 from ..stores.store import Store

@@ -1,0 +1,19 @@
+"""A Zarr hierarchy walked over a store: which dialect wrote it, and its nodes.
+
+One floor above `stores/` and `model/`: the parsers of `model/` take bytes and
+never a store; this package fetches the metadata documents (consolidated when
+there are some, else listing the store) and hands them to the parsers.
+
+    documents.py  bounded reads of metadata documents; listings, an unlistable store reported once
+    dialects.py   Dialect: node(path), child_names(path) for v1, v2 and v3 layouts
+    drafts.py     the 2022 v3 drafts' layouts (zarr-python 2.12-2.18, the seed's draft)
+    detect.py     the dialect of the hierarchy at a store's root
+    nodes.py      Hierarchy: the nodes of one store, discovered lazily, remembered, refreshed by TTL
+    source.py     open_hierarchy: a Zarr store, a reference set, or an Icechunk repository
+"""
+
+from .dialects import Node
+from .nodes import Child, Hierarchy
+from .source import open_hierarchy
+
+__all__ = ["Child", "Hierarchy", "Node", "open_hierarchy"]

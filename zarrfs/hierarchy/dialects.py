@@ -1,0 +1,147 @@
+"""One dialect per Zarr layout: what is at a node path, and which child names might be nodes.
+
+A dialect answers two questions about a logical node path: what is there
+(`node`), and which child names might be nodes (`child_names`). Everything is
+read from metadata keys only, never from chunks. Consolidated metadata, when
+present, answers both without further requests: a whole hierarchy then costs
+the one or two GETs of detection (`zarr.json`; `.zmetadata` for v2).
+
+Without consolidated metadata, children are found by listing the store. A
+store that cannot list (an HTTP server without index pages) shows the root
+node only (`documents.listed_dirs`). The 2022 v3 drafts are in `drafts.py`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from ..errors import MetadataError
+from ..model.meta import ArrayMeta, GroupMeta, join_key, require_object
+from ..model.v2 import parse_v1_array, parse_v2_array
+from ..model.v3 import check_must_understand, parse_v3_array
+from ..stores.store import Store
+from .documents import get_json, listed_dirs, parse_attributes
+
+Node = ArrayMeta | GroupMeta
+
+
+class Dialect(Protocol):
+    zarr_format: str
+
+    def node(self, path: str) -> Node | None: ...
+
+    def child_names(self, path: str) -> list[str]: ...
+
+
+# ------------------------------------------------------------------------ v2
+
+
+class V2Dialect:
+    zarr_format = "2"
+
+    def __init__(self, store: Store, consolidated: dict[str, Any] | None) -> None:
+        self.store = store
+        self.consolidated = consolidated
+
+    def _doc(self, key: str) -> Any | None:
+        if self.consolidated is not None:
+            # Consolidated metadata holds every metadata key of the hierarchy:
+            # an absent .zattrs is absent, not a reason for a request.
+            return self.consolidated.get(key)
+        return get_json(self.store, key)
+
+    def node(self, path: str) -> Node | None:
+        where = f"{self.store.display_name}: /{path}"
+        zarray = self._doc(join_key(path, ".zarray"))
+        if zarray is not None:
+            attrs = parse_attributes(self._doc(join_key(path, ".zattrs")), where)
+            return parse_v2_array(zarray, path, path, attrs, where)
+        zgroup = self._doc(join_key(path, ".zgroup"))
+        if zgroup is not None:
+            require_object(zgroup, where)
+            return GroupMeta(path, "2", parse_attributes(self._doc(join_key(path, ".zattrs")), where))
+        return None
+
+    def child_names(self, path: str) -> list[str]:
+        if self.consolidated is not None:
+            prefix = path + "/" if path else ""
+            names = set()
+            for key in self.consolidated:
+                rest = key[len(prefix):] if key.startswith(prefix) else None
+                if rest and rest.count("/") == 1 and rest.endswith(("/.zarray", "/.zgroup")):
+                    names.add(rest.split("/")[0])
+            return sorted(names)
+        return sorted(d for d in listed_dirs(self.store, path) if not d.startswith("."))
+
+
+class V1Dialect:
+    """A v1 store is one array at the store root."""
+
+    zarr_format = "1"
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    def node(self, path: str) -> Node | None:
+        if path:
+            return None
+        where = f"{self.store.display_name}: meta"
+        attrs = parse_attributes(get_json(self.store, "attrs"), where)
+        return parse_v1_array(get_json(self.store, "meta"), attrs, where)
+
+    def child_names(self, path: str) -> list[str]:
+        return []
+
+
+# ------------------------------------------------------------------------ v3
+
+
+_GROUP_KEYS = {"zarr_format", "node_type", "attributes", "consolidated_metadata"}
+
+
+class V3Dialect:
+    zarr_format = "3"
+
+    def __init__(self, store: Store, root_doc: dict[str, Any]) -> None:
+        self.store = store
+        self.root_doc = root_doc  # read by detection: no second GET for the root
+        self.consolidated = self._consolidated(root_doc)
+
+    @staticmethod
+    def _consolidated(root_doc: dict[str, Any]) -> dict[str, Any] | None:
+        block = root_doc.get("consolidated_metadata")
+        if isinstance(block, dict) and isinstance(block.get("metadata"), dict):
+            return {**block["metadata"], "": root_doc}
+        return None
+
+    def _doc(self, path: str) -> Any | None:
+        if self.consolidated is not None:
+            return self.consolidated.get(path)  # holds every node of the hierarchy
+        if not path:
+            return self.root_doc
+        return get_json(self.store, join_key(path, "zarr.json"))
+
+    def node(self, path: str) -> Node | None:
+        where = f"{self.store.display_name}: /{path}"
+        doc = self._doc(path)
+        if doc is None:
+            return None
+        doc = require_object(doc, where)
+        if doc.get("zarr_format") != 3:
+            raise MetadataError(f"{where}: zarr_format must be 3, got {doc.get('zarr_format')!r}")
+        node_type = doc.get("node_type")
+        if node_type == "array":
+            return parse_v3_array(doc, path, path, where)
+        if node_type == "group":
+            check_must_understand(doc, _GROUP_KEYS, where)
+            return GroupMeta(path, "3", parse_attributes(doc.get("attributes"), where))
+        raise MetadataError(f"{where}: node_type must be 'array' or 'group', got {node_type!r}")
+
+    def child_names(self, path: str) -> list[str]:
+        if self.consolidated is not None:
+            prefix = path + "/" if path else ""
+            names = {k[len(prefix):] for k in self.consolidated
+                     if k and k.startswith(prefix) and "/" not in k[len(prefix):]}
+        else:
+            names = set(listed_dirs(self.store, path))
+        return sorted(n for n in names if not n.startswith("__"))  # '__' names are reserved in v3
