@@ -60,7 +60,7 @@ def test_c_and_python_serve_the_same_bytes(tmp_path_factory, grid, plan, seed) -
     engine = Engine.open(str(path), options=EngineOptions(cache_bytes=64 << 20))
     try:
         handle = VirtualTree(engine, root_name="a").open("/a.npy")
-        served = handle.served_file()
+        served = handle.file.c_layout
         assert served is not None
         token, header, region, itemsize, c_shape, c_edges = served
         assert (c_shape, c_edges, region) == (shape, edges, truth.nbytes)

@@ -50,9 +50,7 @@ def open_npy(engine: Engine) -> tuple[Handle, bytes]:
     (which caches every chunk); and its bytes."""
     tree = VirtualTree(engine, root_name="a")
     handle = tree.open("/a.npy")
-    served = handle.served_file()
-    assert served is not None
-    engine.cache.served.table.open_file(FH, *served)
+    assert handle.attach(FH)
     whole = np.empty(handle.size, np.uint8)
     assert handle.read_into(0, whole) == handle.size
     return handle, whole.tobytes()
@@ -227,8 +225,8 @@ def test_a_chunk_c_read_from_gets_a_second_chance(stored: tuple[Path, np.ndarray
     engine = Engine.open(str(path), options=EngineOptions(cache_bytes=4 * chunk_bytes + chunk_bytes // 2))
     try:
         handle = VirtualTree(engine, root_name="a").open("/a.npy")
-        engine.cache.served.table.open_file(FH, *handle.served_file())
-        reader = handle.reader
+        assert handle.attach(FH)
+        reader = handle.file.reader
         header = len(handle.layout.header)
 
         def element(z: int, y: int, x: int) -> int:
@@ -251,8 +249,9 @@ def test_files_c_cannot_answer_are_not_registered(stored: tuple[Path, np.ndarray
     engine = Engine.open(str(path), options=EngineOptions(cache_bytes=64 << 20))
     try:
         tree = VirtualTree(engine, root_name="a")
-        assert tree.open("/a.json").served_file() is None  # metadata alone
-        assert tree.open("/a.raw").served_file() is not None
+        assert not tree.open("/a.json").attach(FH)  # metadata alone
+        assert not tree.open("/a.tiled.tif").attach(FH)  # tiles: not the C-order bytes
+        assert tree.open("/a.raw").attach(FH)
     finally:
         engine.close()
 
@@ -373,10 +372,8 @@ def test_uncompressed_local_chunks_are_read_from_their_files_in_c(tmp_path: Path
     engine = Engine.open(str(store), options=EngineOptions(cache_bytes=64 << 20))
     try:
         handle = VirtualTree(engine, root_name="p").open("/p.raw")
-        served = handle.served_file()
-        assert served is not None  # a plain local array is served in C too
+        assert handle.attach(FH)  # a plain local array is served in C too
         table = engine.cache.served.table
-        table.open_file(FH, *served)
         whole = np.empty(len(raw), np.uint8)
         assert handle.read_into(0, whole) == len(raw) and whole.tobytes() == raw  # Python, raw reads
         assert table.counters()["chunks"] == MAX_RAW_FILES  # 100 files present of 120, more than C keeps
@@ -397,7 +394,7 @@ def test_uncompressed_local_chunks_are_read_from_their_files_in_c(tmp_path: Path
         chunk_file = store / ("c/19/5" if zarr_format == 3 else "19.5")
         os.truncate(chunk_file, 100)  # cut short under the mount: C's read comes short, Python decides
         assert serve(engine, start, 40) is None
-        engine.cache.served.forget_array(handle.reader._key_prefix, handle.reader._token)
+        engine.cache.served.forget_array(handle.file.reader._key_prefix, handle.file.reader._token)
         assert table.counters()["chunks"] == 0
     finally:
         engine.close()

@@ -59,7 +59,7 @@ LAYERS_BELOW_TOP = {
     "view": {"vocabulary", "model_vocabulary", "model", "hierarchy", "conventions", "engine", "formats"},
     # fuse/ translates FUSE calls to the view; it never parses metadata nor touches a store.
     # (Its import of engine/ for the C fast path is the lead's served-open-file change, issue 34.)
-    "fuse": {"vocabulary", "memory", "view", "engine"},
+    "fuse": {"vocabulary", "memory", "view"},
 }
 ALLOWED = {**LAYERS_BELOW_TOP, "top": set(LAYERS_BELOW_TOP)}
 

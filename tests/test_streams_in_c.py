@@ -69,12 +69,9 @@ def test_a_stream_is_answered_in_c_between_readahead_steps(tmp_path: Path, chunk
     engine = Engine.open(str(tmp_path / "a.zarr"), options=EngineOptions(cache_bytes=32 << 20))
     try:
         handle = VirtualTree(engine, root_name="a").open("/a.raw")
-        served = handle.served_file()
-        assert served is not None
+        assert handle.attach(FH)
         table = engine.cache.served.table
-        table.open_file(FH, *served)
-        handle.stream.allow_c = lambda until: table.allow_stream(FH, until)
-        readahead = handle.reader.readahead
+        readahead = handle.file.reader.readahead
         if shards:
             assert readahead.step > 0
         got = bytearray()
@@ -84,7 +81,7 @@ def test_a_stream_is_answered_in_c_between_readahead_steps(tmp_path: Path, chunk
             if _front_read(engine, handle, offset, out):
                 in_c += 1
             else:
-                _nothing_to_do_until(readahead, handle.stream, size)
+                _nothing_to_do_until(readahead, handle.file.stream, size)
             got += out.tobytes()
         assert bytes(got) == expected
         reads = -(-len(expected) // size)
@@ -110,16 +107,15 @@ def test_c_answers_a_stream_only_within_its_stretch(tmp_path: Path) -> None:
         assert tree.open("/a.raw").read_into(0, np.empty(len(expected), np.uint8)) == len(expected)  # all cached
         handle = tree.open("/a.raw")
         table = engine.cache.served.table
-        table.open_file(FH, *handle.served_file())
-        handle.stream.allow_c = lambda until: table.allow_stream(FH, until)
+        assert handle.attach(FH)
         size = 1 << 20
         out = np.empty(size, np.uint8)
         offset = 0
         _front_read(engine, handle, offset, out)
-        while handle.stream.c_until < offset + 3 * size:  # until readahead settled and allowed C a stretch
+        while handle.file.stream.c_until < offset + 3 * size:  # until readahead settled and allowed C a stretch
             offset += size
             _front_read(engine, handle, offset, out)
-        stretch_end = handle.stream.c_until
+        stretch_end = handle.file.stream.c_until
         assert offset + size <= stretch_end < len(expected) - size
         while offset + 2 * size <= stretch_end:
             offset += size
@@ -164,8 +160,7 @@ def test_a_stream_over_small_uncompressed_chunk_files_is_answered_in_c(tmp_path:
     try:
         handle = VirtualTree(engine, root_name="u").open("/u.raw")
         table = engine.cache.served.table
-        table.open_file(FH, *handle.served_file())
-        handle.stream.allow_c = lambda until: table.allow_stream(FH, until)
+        assert handle.attach(FH)
         size = 1 << 20
         got = bytearray()
         in_c = 0

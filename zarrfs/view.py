@@ -16,7 +16,6 @@ coordinate arrays that georeference a sibling (see `conventions.geo`).
 
 from __future__ import annotations
 
-import functools
 import logging
 import posixpath
 import re
@@ -29,10 +28,10 @@ import numpy as np
 
 from .conventions.resolve import SemanticsIndex
 from .conventions.semantics import Semantics
-from .engine._cached_reads import CachedReads
 from .engine.engine import Engine
-from .engine.reader import ArrayReader, ReadStream
+from .engine.open_file import OpenFile
 from .errors import IsDirectoryError, NotFoundError
+from .options import EngineOptions
 from .formats import FORMATS, OME_TIFF_SUFFIX, VOLUME_FORMATS, json_document
 from .formats.base import DeferredLayout, Layout
 from .formats.tiled_tiff import TiledLayout
@@ -70,21 +69,20 @@ Entry = DirEntry | FileEntry | StatsEntry
 
 @dataclass
 class Handle:
-    """An open file, what the FUSE front reads through: its size, and `read_into`.
+    """An open file, what the FUSE front reads through: its size, `read_into`, and (`attach`,
+    `close`) its number in the front.
 
     `direct_io` files bypass the kernel's page cache: the counters file (made
     at open, its size known only now) and tiled TIFFs (see `open`).
     """
 
     layout: Layout | DeferredLayout | TiledFile
-    reader: ArrayReader | None  # None for files made of metadata alone
+    file: OpenFile | None  # the engine's open file of the array; None for files made of metadata alone
     direct_io: bool = False
-    stream: ReadStream = field(default_factory=ReadStream)  # where this open file reads, for readahead
 
     def __post_init__(self) -> None:
-        # Made once, not per read: the element region's reader, with this open file's stream.
-        self._read_region: Callable[[int, int, np.ndarray], Any] = _no_region if self.reader is None else \
-            functools.partial(self.reader.read_into, stream=self.stream)
+        self._read_region: Callable[[int, int, np.ndarray], Any] = _no_region if self.file is None \
+            else self.file.read_region
 
     @property
     def size(self) -> int:
@@ -94,18 +92,14 @@ class Handle:
         """Write up to `len(out)` bytes of the file at `offset` into `out`; return how many."""
         return self.layout.read_into(offset, out, self._read_region)
 
-    def served_file(self) -> tuple[int, int, int, int, tuple[int, ...], tuple[int, ...]] | None:
-        """`CachedReads.open_file`'s arguments after the handle number (array token, region start
-        and size, item size, shape, chunk edges) when the C path can answer reads of this file:
-        a plain layout, whose element region is exactly its array's C-order bytes. Else None."""
-        if self.reader is None or type(self.layout) is not Layout \
-                or not 0 < self.layout.data_nbytes <= self.reader.nbytes:
-            return None
-        array = self.reader.served_layout()
-        if array is None:
-            return None
-        token, itemsize, shape, edges = array
-        return token, len(self.layout.header), self.layout.data_nbytes, itemsize, shape, edges
+    def attach(self, number: int) -> bool:
+        """The front numbered this open file: reads the engine can answer in C go there from now
+        on (engine/open_file.py). Whether any will."""
+        return self.file is not None and self.file.attach(number)
+
+    def close(self) -> None:
+        if self.file is not None:
+            self.file.close()
 
 
 def _no_region(start: int, stop: int, target: np.ndarray) -> None:
@@ -134,6 +128,32 @@ class VirtualTree:
     def __post_init__(self) -> None:
         self._semantics = SemanticsIndex(self.engine.hierarchy, self.engine.read_array)
 
+    @classmethod
+    def of_source(cls, source: str, storage_options: dict[str, Any] | None, options: EngineOptions,
+                  suffixes: tuple[str, ...]) -> VirtualTree:
+        """The tree of SOURCE, its root read now: NotZarrError (and the like) before anything mounts."""
+        engine = Engine.open(source, storage_options, options)
+        try:
+            engine.hierarchy.root()
+        except BaseException:
+            engine.close()
+            raise
+        return cls(engine, suffixes, source_name(source))
+
+    def source_display_name(self) -> str:
+        """The store as logs and `mount` show it (credentials redacted)."""
+        return self.engine.store.display_name
+
+    def source_is_local(self) -> bool:
+        return self.engine.store.local_path("") is not None
+
+    def close(self) -> str:
+        """Stop the engine; a one-line summary of what it did, for the log."""
+        stats = self.engine.cache.stats()
+        store = self.engine.store
+        self.engine.close()
+        return f"cache {stats.as_dict()}; store requests {store.requests}, bytes {store.bytes_fetched}"
+
     def lookup(self, path: str) -> Entry:
         """The entry at a mount path like '/grp/arr.npy'."""
         path = path.strip("/")
@@ -148,11 +168,12 @@ class VirtualTree:
             raise NotFoundError(f"/{path}: no such file")
         return entry
 
-    @property
-    def cached_reads(self) -> CachedReads:
-        """Where the FUSE front registers open files (`Handle.served_file`) so that reads of cached
-        chunks are answered in C (engine/_cached_reads.c), and whose entry point it hands libfuse."""
-        return self.engine.cache.served.table
+    def fast_read_entry(self) -> Any:
+        """The C function that answers reads of attached files without Python (a capsule)."""
+        return self.engine.fast_read_entry()
+
+    def fast_read_counters(self) -> dict[str, Any]:
+        return self.engine.fast_read_counters()
 
     def open(self, path: str) -> Handle:
         """The file at `path`, opened for reading."""
@@ -167,8 +188,12 @@ class VirtualTree:
             # tiles at random places: no C-order reader, and no kernel readahead past a tile, which
             # would decode chunks nobody asked for.
             return Handle(entry.layout, None, direct_io=True)
-        reader = self.engine.reader(entry.array_path) if entry.array_path is not None else None
-        return Handle(entry.layout, reader)
+        if entry.array_path is None:
+            return Handle(entry.layout, None)
+        # The C path answers reads of a plain layout, whose element region is the array's C-order bytes.
+        layout = entry.layout
+        region = (len(layout.header), layout.data_nbytes) if type(layout) is Layout else None
+        return Handle(layout, self.engine.open_file(entry.array_path, region))
 
     def listdir(self, directory: DirEntry) -> dict[str, Entry]:
         generation = self.engine.hierarchy.generation

@@ -16,6 +16,7 @@ from .cache import ChunkCache
 from .chunks import make_source
 from .direct import ChunkFiles
 from .fetches import RangeFetches
+from .open_file import OpenFile
 from .reader import ArrayReader
 from .vlen import VlenArrays
 
@@ -71,6 +72,20 @@ class Engine:
                 return found
             self._readers[path] = reader
             return reader
+
+    def open_file(self, path: str, region: tuple[int, int] | None) -> OpenFile:
+        """An open file of array `path` (engine/open_file.py); `region` (offset, size) when the
+        file's element region is exactly the array's C-order bytes."""
+        return OpenFile(self.reader(path), region)
+
+    def fast_read_entry(self) -> Any:
+        """The C function answering reads of attached open files from cached chunks, as a capsule
+        (fuse/_fast_read.c calls it before Python)."""
+        return self.cache.served.table.serve_capsule()
+
+    def fast_read_counters(self) -> dict[str, Any]:
+        """How many reads the C function answered, and its latency histogram."""
+        return self.cache.served.table.counters()
 
     def read_array(self, meta: ArrayMeta) -> np.ndarray:
         """The whole array, through the cache (for small arrays: coordinates read by the conventions)."""

@@ -75,11 +75,11 @@ class ReadStream:
     buffer: tuple[int, np.ndarray] | None = None  # (offset, bytes) assembled for the stream
     band: BandClaim | None = None  # from its first read while it stays sequential: its band's claim
     band_index: int = -1  # while sequential: the band its last read began in (less the slack)
-    # Where the FUSE front answers reads of cached chunks in C (engine/_cached_reads.c): how far
-    # this stream's reads may be answered there without coming here (`Readahead.c_stretch`), and
-    # how to tell C (set by the FUSE front for the files it registers; None: every read comes here).
+    # Where the C path answers reads of cached chunks (engine/_cached_reads.c): how far this
+    # stream's reads may be answered there without coming here (`Readahead.c_stretch`), and the
+    # open file's number in C's table (engine/open_file.py; None: every read comes here).
     c_until: int = 0
-    allow_c: Callable[[int], None] | None = None
+    c_handle: int | None = None
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
 

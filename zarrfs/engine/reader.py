@@ -140,7 +140,7 @@ class ArrayReader:
 
     def _allow_c(self, stream: ReadStream) -> None:
         """Let the C path answer the stream's next reads, as far as readahead has nothing to do."""
-        if stream.allow_c is None:
+        if stream.c_handle is None:
             return
         until = self.readahead.c_stretch(stream)
         if until or stream.c_until:
@@ -155,7 +155,7 @@ class ArrayReader:
             if used:
                 self.cache.note_read([(self._key_prefix, c) for c in used])
             stream.c_until = until
-            stream.allow_c(until)
+            self.cache.served.table.allow_stream(stream.c_handle, until)
             if self._files is not None and until > stream.next_offset:
                 self._open_ahead_in_c(stream.next_offset, min(until, stream.next_offset + RAW_AHEAD_BYTES))
 

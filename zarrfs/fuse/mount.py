@@ -263,13 +263,11 @@ def serve(options: MountOptions, report: Callable[[str], None] | None = None) ->
         claim_mountpoint(options.mountpoint)
         check_mountpoint(options.mountpoint)  # again: another mount may have won before the claim
         mfusepy = load_fuse_binding()
-        from ..engine.engine import Engine
-        from ..view import VirtualTree, source_name
+        from ..view import VirtualTree
         from .ops import ReplyBufferFUSE, ZarrOperations
 
-        engine = Engine.open(options.source, options.storage_options, options.engine)
-        engine.hierarchy.root()  # fails here, before mounting, if SOURCE is not Zarr
-        tree = VirtualTree(engine, options.suffixes, source_name(options.source))
+        # Fails here, before mounting, if SOURCE is not Zarr.
+        tree = VirtualTree.of_source(options.source, options.storage_options, options.engine, options.suffixes)
         tree.stats_extras["memory"] = memory_figures
     except ZarrfsError as exc:
         report(f"ERROR {exc}")
@@ -284,10 +282,9 @@ def serve(options: MountOptions, report: Callable[[str], None] | None = None) ->
         # the check below notices.
         served.set()
         if _wait_until_listable(mountpoint):
-            local = engine.store.local_path("") is not None
-            raise_readahead(mountpoint, READ_AHEAD_LOCAL_KB if local else READ_AHEAD_REMOTE_KB)
+            raise_readahead(mountpoint, READ_AHEAD_LOCAL_KB if tree.source_is_local() else READ_AHEAD_REMOTE_KB)
             trimmer.start()  # a thread: only now, in the daemon (see memory.py)
-            log.info("mounted %s on %s", engine.store.display_name, mountpoint)
+            log.info("mounted %s on %s", tree.source_display_name(), mountpoint)
             sd_notify("READY=1")
             report("READY")
         else:
@@ -309,7 +306,7 @@ def serve(options: MountOptions, report: Callable[[str], None] | None = None) ->
     tune_process()
     background, threads = fuse_concurrency(options.engine.cache_bytes)
     operations = Operations(tree, attr_timeout=options.attr_timeout, on_ready=ready, max_background=background)
-    fuse_kwargs: dict[str, Any] = {"ro": True, "fsname": f"zarrfs:{engine.store.display_name}"[:200],
+    fuse_kwargs: dict[str, Any] = {"ro": True, "fsname": f"zarrfs:{tree.source_display_name()}"[:200],
                                    "subtype": "zarrfs", "default_permissions": True,
                                    # FUSE threads, once started, stay: see fuse_concurrency.
                                    "max_threads": threads, "max_idle_threads": threads}
@@ -337,10 +334,7 @@ def serve(options: MountOptions, report: Callable[[str], None] | None = None) ->
         trimmer.stop()
         stopper.finished()
         sd_notify("STOPPING=1")
-        stats = engine.cache.stats()
-        log.info("unmounted %s; cache %s; store requests %d, bytes %d", mountpoint, stats.as_dict(),
-                 engine.store.requests, engine.store.bytes_fetched)
-        engine.close()
+        log.info("unmounted %s; %s", mountpoint, tree.close())
     return 0
 
 

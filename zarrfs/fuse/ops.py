@@ -81,9 +81,7 @@ class ZarrOperations(mfusepy.Operations):
         self._uid, self._gid = os.getuid(), os.getgid()
         self._mount_time_ns = time.time_ns()
         self._reported: set[str] = set()
-        # Open files whose reads C may answer from cached chunks and chunk files (`ReplyBufferFUSE`).
-        self.served = tree.cached_reads
-        self.read_times = ServiceTimes(self.served)
+        self.read_times = ServiceTimes(tree.fast_read_counters)
         tree.stats_extras["reads"] = self.read_times.summary  # the daemon's part of read latency
 
     # ------------------------------------------------------------- lifecycle
@@ -168,14 +166,7 @@ class ZarrOperations(mfusepy.Operations):
             handle = next(self._next_handle)
             self._handles[handle] = opened
         fi.fh = handle
-        served = opened.served_file()
-        if served is not None:
-            try:
-                self.served.open_file(handle, *served)
-            except (ValueError, OverflowError) as exc:  # more axes or larger ones than C takes
-                log.debug("open %s: reads take the Python path (%s)", path, exc)
-            else:
-                opened.stream.allow_c = functools.partial(self.served.allow_stream, handle)
+        opened.attach(handle)
         if opened.direct_io:
             fi.direct_io = 1
         fi.keep_cache = 0 if fi.direct_io else 1  # immutable: pages cached by an earlier open stay valid
@@ -202,8 +193,9 @@ class ZarrOperations(mfusepy.Operations):
     @_errno_boundary
     def release(self, path: str, fi: Any) -> int:
         with self._lock:
-            self._handles.pop(fi.fh, None)
-        self.served.close_file(fi.fh)
+            opened = self._handles.pop(fi.fh, None)
+        if opened is not None:
+            opened.close()
         return 0
 
     # Every call that would change something is refused.
@@ -239,7 +231,7 @@ class ReplyBufferFUSE(mfusepy.FUSE):
         def main_with_fast_reads(argc: int, argv: Any, ops: Any, ops_size: int, data: Any) -> int:
             python_read = ops.contents.read  # mfusepy's callback object: C calls it while mounted
             try:
-                address = install_fast_read(operations.served.serve_capsule(),
+                address = install_fast_read(operations.tree.fast_read_entry(),
                                             ctypes.cast(python_read, ctypes.c_void_p).value,
                                             mfusepy.fuse_file_info.fh.offset)
             except RuntimeError:  # another mount of this process has it: this one keeps the Python path

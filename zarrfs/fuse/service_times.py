@@ -12,16 +12,17 @@ list increment (a lost increment under a race costs one count, never a wrong buc
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 BUCKETS = 32
 
 
 class ServiceTimes:
-    def __init__(self, served: Any = None) -> None:
+    def __init__(self, counters_in_c: Callable[[], dict[str, Any]] | None = None) -> None:
         self._counts = [0] * BUCKETS
-        # The C path's own histogram of the reads it answered (engine/_cached_reads.c: `counters`).
-        self._served = served
+        # The C path's own counters and histogram of the reads it answered (engine/_cached_reads.c).
+        self._counters_in_c = counters_in_c
 
     def record(self, start_ns: int) -> None:
         """Count one read that began at `start_ns` (`time.perf_counter_ns()`) and ends now."""
@@ -31,7 +32,7 @@ class ServiceTimes:
     def summary(self) -> dict[str, Any]:
         """Count, and p50 / p99 / max as the upper edges of their buckets in milliseconds."""
         counts = list(self._counts)
-        served = self._served.counters() if self._served is not None else \
+        served = self._counters_in_c() if self._counters_in_c is not None else \
             {"reads": 0, "reads_in_streams": 0, "latency_buckets": []}
         for bucket, count in enumerate(served["latency_buckets"]):
             counts[bucket] += count

@@ -1,0 +1,68 @@
+"""One open file of an array, as the engine serves it: the reader, the file's stream, its C grant.
+
+The front opens a file once (`attach`, with the number it gave the open file),
+reads its element region through `read_region`, and closes it (`close`).
+Everything else belongs to the engine and stays here:
+
+- the file's `ReadStream` (where its reads run, readahead's state, its
+  window), shared by the FUSE threads reading the file, with its own lock;
+- the C path's grant: a file whose element region is exactly its array's
+  C-order bytes, of a regular grid, is registered with the C table
+  (engine/_cached_reads.c), which then answers reads of cached chunks
+  without Python, a sequential stream's only within the stretch readahead
+  allows it (`ArrayReader` grants the stretches through the stream).
+"""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+
+from .reader import ArrayReader
+from .readahead import ReadStream
+
+log = logging.getLogger(__name__)
+
+
+class OpenFile:
+    def __init__(self, reader: ArrayReader, region: tuple[int, int] | None) -> None:
+        """`region`: (offset, size) of the file's element region when it holds exactly the array's
+        C-order bytes from the first, so that C may answer reads of it; None when it does not."""
+        self.reader = reader
+        self.stream = ReadStream()
+        self.c_layout = self._c_layout(region)
+
+    def read_region(self, start: int, stop: int, out: np.ndarray) -> int:
+        """Bytes [start, stop) of the element region into `out`; the count."""
+        return self.reader.read_into(start, stop, out, self.stream)
+
+    def attach(self, handle: int) -> bool:
+        """The front numbered this open file `handle`: let C answer its reads where it can.
+        Whether C serves it."""
+        if self.c_layout is None:
+            return False
+        try:
+            self.reader.cache.served.table.open_file(handle, *self.c_layout)
+        except (ValueError, OverflowError) as exc:  # more axes or larger ones than C takes
+            log.debug("array /%s: reads take the Python path (%s)", self.reader.meta.path, exc)
+            return False
+        self.stream.c_handle = handle
+        return True
+
+    def close(self) -> None:
+        handle, self.stream.c_handle = self.stream.c_handle, None
+        if handle is not None:
+            self.reader.cache.served.table.close_file(handle)
+
+    def _c_layout(self, region: tuple[int, int] | None) -> tuple[int, int, int, int, tuple[int, ...],
+                                                                  tuple[int, ...]] | None:
+        """`CachedReads.open_file`'s arguments after the handle (array token, region offset and
+        size, item size, shape, chunk edges), or None when C cannot answer this file's reads."""
+        if region is None or not 0 < region[1] <= self.reader.nbytes:
+            return None
+        array = self.reader.served_layout()
+        if array is None:
+            return None
+        token, itemsize, shape, edges = array
+        return token, region[0], region[1], itemsize, shape, edges
