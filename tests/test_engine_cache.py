@@ -273,8 +273,7 @@ def test_stream_decodes_into_evicted_chunks_and_never_into_held_ones(big_array: 
     stream = ReadStream()
     half = len(want) // 2
     assert read_sequentially(lambda a, b: reader.read(a, b, stream), half) == want[:half]
-    with engine.cache._lock:  # readahead may be inserting chunks meanwhile
-        cached = list(engine.cache._entries)
+    cached = engine.cache.cached_keys()
     leased = engine.cache.lookup(cached)  # a reader's leases on the chunks cached now
     assert leased
     kept_alive = [value for value in leased if isinstance(value, np.ndarray)]

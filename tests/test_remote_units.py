@@ -16,7 +16,8 @@ import zarr
 from zarr.codecs import ZstdCodec
 
 from remoteutil import HttpServer, http_server
-from zarrfs.engine.cache import Batch, ChunkCache
+from zarrfs.engine.cache import ChunkCache
+from zarrfs.engine.loads import Batch
 from zarrfs.engine.chunks import coalesce
 from zarrfs.engine.engine import Engine
 from zarrfs.errors import ChunkError, OptionsError

@@ -16,8 +16,9 @@ from dataclasses import dataclass
 from ..model.grids import Box, ChunkGrid
 
 Coords = tuple[int, ...]
-# One chunk's part of a box: (chunk coords, block in the chunk, block in the box).
-Block = tuple[Coords, tuple[slice, ...], tuple[slice, ...]]
+# One chunk's part of a box: (chunk coords, block in the chunk, block in the box). The block in
+# the chunk may index a leading axis with an int (it then has fewer axes than the chunk).
+Block = tuple[Coords, tuple[int | slice, ...], tuple[slice, ...]]
 
 
 @dataclass(frozen=True)
@@ -27,28 +28,6 @@ class BoxPlan:
     position: int
     shape: tuple[int, ...]
     blocks: list[Block]
-
-
-@dataclass(frozen=True)
-class RowPlan:
-    """A read of part of one row of the last axis, or of whole consecutive rows, that stays inside
-    one chunk along every other axis: the index in those chunks of its (first) row, how many rows,
-    and per chunk it crosses (coords, its columns lo:hi, where they go in each output row)."""
-
-    within: tuple[int, ...]
-    rows: int
-    pieces: list[tuple[Coords, int, int, int]]
-
-    def block(self, lo: int, hi: int) -> tuple[int | slice, ...]:
-        """Index of a piece's block in its chunk: a row (an index per leading axis) or rows, columns lo:hi."""
-        if self.rows == 1:
-            return (*self.within, slice(lo, hi))
-        *lead, first = self.within
-        return (*lead, slice(first, first + self.rows), slice(lo, hi))
-
-    def block_slices(self, lo: int, hi: int) -> tuple[slice, ...]:
-        """`block` with every index a slice, the leading axes one long."""
-        return tuple(i if isinstance(i, slice) else slice(i, i + 1) for i in self.block(lo, hi))
 
 
 def element_range(start: int, stop: int, itemsize: int) -> tuple[int, int, int]:
@@ -99,7 +78,16 @@ def box_blocks(grid: ChunkGrid, box: Box) -> list[Block]:
 
 
 def plan_elements(grid: ChunkGrid, first: int, last: int) -> list[BoxPlan]:
-    """Boxes of C-order elements [first, last) and the blocks that fill each."""
+    """Boxes of C-order elements [first, last) and the blocks that fill each.
+
+    The reads that come most (a random pread: part of one row; a stream's
+    1 MiB read of a wide array: whole rows inside one band of chunks) are one
+    box of column slices of a few chunks, planned without the general box
+    decomposition (`_row_box`).
+    """
+    row = _row_box(grid, first, last) if last > first else None
+    if row is not None:
+        return [row]
     plans = []
     position = 0
     for box in linear_boxes(first, last, grid.shape):
@@ -109,14 +97,9 @@ def plan_elements(grid: ChunkGrid, first: int, last: int) -> list[BoxPlan]:
     return plans
 
 
-def plan_row(grid: ChunkGrid, first: int, last: int) -> RowPlan | None:
-    """The plan of a non-empty read that is part of one row of the last axis, or whole rows that
-    stay inside one chunk along every other axis; None for any other read.
-
-    Random small reads (a 4 KiB pread) nearly always are the first kind, and
-    a sequential stream's 1 MiB reads of a wide array the second: then the
-    elements are column slices of a few chunks, with no box decomposition.
-    """
+def _row_box(grid: ChunkGrid, first: int, last: int) -> BoxPlan | None:
+    """The one box of a non-empty read that is part of one row of the last axis, or whole rows that
+    stay inside one chunk along every other axis; None for any other read."""
     if not grid.shape:
         return None
     width = grid.shape[-1]
@@ -138,16 +121,22 @@ def plan_row(grid: ChunkGrid, first: int, last: int) -> RowPlan | None:
     if rows > 1 and (within[-1] + rows > grid.axes[-2].edge(lead[-1])
                      or grid.axes[-2].start(lead[-1]) + within[-1] + rows > grid.axes[-2].extent):
         return None  # the rows leave the chunk, or the array's extent along the axis before the last
-    column_stop = column + (last - first) // rows
+    columns_read = (last - first) // rows
+    # In the chunk: a row (an index per leading axis), or rows; in the box: all its rows.
+    rows_in_chunk: tuple[int | slice, ...] = tuple(within) if rows == 1 else \
+        (*within[:-1], slice(within[-1], within[-1] + rows))
+    rows_in_box: tuple[slice, ...] = () if rows == 1 else (slice(None),)
     columns = grid.axes[-1]
-    pieces = []
+    blocks: list[Block] = []
     c, lo = columns.locate(column)
     base = column - lo
-    while base < column_stop:
+    while base < column + columns_read:
         stop = base + columns.edge(c)
-        pieces.append(((*lead, c), lo, min(column_stop, stop) - base, base + lo - column))
+        hi = min(column + columns_read, stop) - base
+        at = base + lo - column
+        blocks.append(((*lead, c), (*rows_in_chunk, slice(lo, hi)), (*rows_in_box, slice(at, at + hi - lo))))
         c, lo, base = c + 1, 0, stop
-    return RowPlan(tuple(within), rows, pieces)
+    return BoxPlan(0, (columns_read,) if rows == 1 else (rows, columns_read), blocks)
 
 
 def chunks_of_elements(grid: ChunkGrid, first: int, last: int) -> list[Coords]:

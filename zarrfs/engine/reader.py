@@ -19,10 +19,11 @@ import numpy as np
 from ..errors import StoreTimeoutError
 from ..model.meta import ArrayMeta
 from ._gather import copy_into
-from .cache import Batch, ChunkCache, new_token
+from .cache import ChunkCache, new_token
 from .chunks import ChunkSource
 from .direct import ChunkFiles
-from .geometry import Coords, element_range, plan_elements, plan_row
+from .geometry import Coords, element_range, plan_elements
+from .loads import Batch
 from .readahead import Readahead, ReadStream, windowed
 from .served import MAX_RAW_FILES
 
@@ -30,7 +31,7 @@ from .served import MAX_RAW_FILES
 RAW_AHEAD_BYTES = 4 << 20
 
 # A block of one chunk and where it goes: (chunk coords, block in the chunk, a view of the output).
-Target = tuple[Coords, tuple[slice, ...], np.ndarray]
+Target = tuple[Coords, tuple[int | slice, ...], np.ndarray]
 
 
 def copy_block(destination: np.ndarray, source: np.ndarray) -> None:
@@ -62,11 +63,7 @@ class ArrayReader:
         # A stream over an array larger than the cache would evict the bands it passed before a
         # later pass could use them: their memory goes straight to the next decodes.
         self._recycles = self.nbytes > cache.budget_bytes
-        # A read inside one row of cached chunks of a regular grid (most random small reads)
-        # skips the general path's planning: `_read_in_one_row`. (shape, chunk edges), or None.
         edges = tuple(axis.uniform_edge() for axis in self.grid.axes)
-        self._regular = (self.grid.shape, edges) if self.grid.shape and self._files is None \
-            and all(edge is not None for edge in edges) else None
         # Reads of a regular grid, when the file reading them is open in the FUSE front, are
         # answered in C from cached chunks or chunk files read raw first (served.py,
         # `served_layout`); not for an empty array.
@@ -109,9 +106,7 @@ class ArrayReader:
                     if data is not None:
                         copy_block(out[:size], data)
                         return size
-        target = out if len(out) == size else out[:size]
-        if not self._read_in_one_row(start, stop, target):
-            self._fill_bytes(start, stop, target)
+        self._fill_bytes(start, stop, out if len(out) == size else out[:size])
         return size
 
     def _track(self, stream: ReadStream, start: int, stop: int) -> bool:
@@ -182,55 +177,6 @@ class ArrayReader:
 
     # -------------------------------------------------------------- internal
 
-    def _read_in_one_row(self, start: int, stop: int, out: np.ndarray) -> bool:
-        """Serve whole elements [start, stop) that lie in one row of the array when every chunk they
-        come from is cached; False for any other read (the general path then plans it and writes
-        all of `out`).
-
-        A random small pread is nearly always such a read (4 KiB, or two pages
-        when it straddles one), and its cost is mostly Python: this path does
-        the arithmetic of a regular grid and one cache lookup, where the
-        general one plans rows and blocks. (Reads of files open in the FUSE
-        front mostly never get here: `engine/_cached_reads.c` answers them.)
-        """
-        regular = self._regular
-        itemsize = self.itemsize
-        if regular is None or start % itemsize or stop % itemsize:
-            return False
-        shape, edges = regular
-        rest, column = divmod(start // itemsize, shape[-1])
-        count = (stop - start) // itemsize
-        if column + count > shape[-1]:
-            return False
-        lead: list[int] = []
-        within: list[int] = []
-        for extent, edge in zip(shape[-2::-1], edges[-2::-1], strict=True):
-            rest, index = divmod(rest, extent)
-            chunk, offset = divmod(index, edge)
-            lead.insert(0, chunk)
-            within.insert(0, offset)
-        edge = edges[-1]
-        first_chunk, lo = divmod(column, edge)
-        last_chunk = (column + count - 1) // edge
-        keys = [(self._key_prefix, (*lead, c)) for c in range(first_chunk, last_chunk + 1)]
-        values = self.cache.lookup(keys)
-        if values is None:
-            return False
-        target = out.view(self.meta.dtype)
-        at = 0
-        try:
-            for value in values:
-                hi = min(edge, lo + count - at)
-                if value is None:
-                    target[at:at + hi - lo] = self.meta.fill_value
-                else:
-                    copy_block(target[at:at + hi - lo], value[(*within, slice(lo, hi))])
-                at += hi - lo
-                lo = 0
-        finally:
-            self.cache.release(dict(zip(keys, values, strict=True)))
-        return True
-
     def _fill_bytes(self, start: int, stop: int, out: np.ndarray) -> None:
         """Write bytes [start, stop) into `out` (uint8, exactly that long).
 
@@ -247,34 +193,12 @@ class ArrayReader:
 
     def _fill_elements(self, first: int, last: int, target: np.ndarray) -> None:
         """Write C-order elements [first, last) into the 1-D array `target`."""
-        row = plan_row(self.grid, first, last)
-        if row is None:
-            targets: list[Target] = []
-            for box in plan_elements(self.grid, first, last):
-                view = target[box.position:box.position + math.prod(box.shape)].reshape(box.shape)
-                # A 0-d box is the view itself: indexing it with () would give a scalar, not a view.
-                targets += [(coords, src, view[dst] if dst else view) for coords, src, dst in box.blocks]
-            self._fill_targets(targets)
-            return
-        # The common reads (part of a row, or whole rows in one band of chunks): column slices of a
-        # few chunks, copied without building a box and views per block.
-        output = target if row.rows == 1 else target.reshape(row.rows, -1)
-        if self._files is not None:
-            self._fill_targets([(coords, row.block_slices(lo, hi), output[..., at:at + hi - lo])
-                                for coords, lo, hi, at in row.pieces])
-            return
-        prefix = self._key_prefix
-        keys = [(prefix, piece[0]) for piece in row.pieces]
-        values = self._leased(keys)
-        try:
-            for (_, lo, hi, at), key in zip(row.pieces, keys, strict=True):
-                chunk = values[key]
-                if chunk is None:
-                    output[..., at:at + hi - lo] = self.meta.fill_value
-                else:
-                    copy_block(output[..., at:at + hi - lo], chunk[row.block(lo, hi)])
-        finally:
-            self.cache.release(values)
+        targets: list[Target] = []
+        for box in plan_elements(self.grid, first, last):
+            view = target[box.position:box.position + math.prod(box.shape)].reshape(box.shape)
+            # A 0-d box is the view itself: indexing it with () would give a scalar, not a view.
+            targets += [(coords, src, view[dst] if dst else view) for coords, src, dst in box.blocks]
+        self._fill_targets(targets)
 
     def _fill_targets(self, targets: list[Target]) -> None:
         """Copy each block of a chunk into place: read raw from its file when stored plain, else decoded."""
@@ -305,14 +229,15 @@ class ArrayReader:
         finally:
             self.cache.release(values)
 
-    def _read_raw(self, coords: Coords, src: tuple[slice, ...], destination: np.ndarray,
+    def _read_raw(self, coords: Coords, src: tuple[int | slice, ...], destination: np.ndarray,
                   cached_only: bool = False) -> bool | None:
         assert self._files is not None
         path = self.source.raw_file(coords)
         if path is None:
             return False
         shape = self.grid.stored_shape(coords)
-        done = self._files.read_block(self._token, path, shape, src, destination, cached_only=cached_only)
+        block = tuple(slice(i, i + 1) if isinstance(i, int) else i for i in src)  # the file's rows as runs
+        done = self._files.read_block(self._token, path, shape, block, destination, cached_only=cached_only)
         if done and self._served_grid is not None:
             self.cache.served.open_raw_file((self._key_prefix, coords), path, shape)
         return done
