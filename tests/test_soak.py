@@ -18,7 +18,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from zarrfs.fuse.mount import fuse_concurrency
+
+# bench/soak.py mounts from a child Python, out of the guard's sight.
+pytestmark = [pytest.mark.soak, pytest.mark.mount]
 
 SOAK = Path(__file__).resolve().parents[1] / "bench" / "soak.py"
 
