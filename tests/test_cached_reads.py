@@ -19,7 +19,7 @@ from mountutil import mounted
 from zarr.codecs import BytesCodec, ZstdCodec
 
 from zarrfs.engine.engine import Engine
-from zarrfs.engine.served import MAX_RAW_FILES, SEQUENTIAL_REACH
+from zarrfs.engine.served import MAX_RAW_FILES, SEQUENTIAL_REACH, continues_stream
 from zarrfs.options import EngineOptions
 from zarrfs.view import Handle, VirtualTree
 
@@ -78,7 +78,7 @@ def test_random_reads_of_cached_chunks_are_answered_in_c_and_match_numpy(stored:
         for _ in range(4000):
             offset = rng.randrange(len(npy))
             size = rng.choice([rng.randint(1, 16), rng.randint(1, ROW), rng.randint(1, 3 * ROW)])
-            continues = last_end >= 0 and abs(offset - last_end) <= max(4 * size, SEQUENTIAL_REACH)
+            continues = continues_stream(last_end, offset, offset + size)  # the rule readahead goes by
             last_end = max(last_end, offset + size) if continues else offset + size
             got = serve(engine, offset, size)
             rows = range((offset - header) // ROW, (offset + size - 1 - header) // ROW + 1)

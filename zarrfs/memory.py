@@ -36,14 +36,11 @@ MMAP_THRESHOLD = 32 << 20
 
 # glibc gives every thread a cache of the blocks it freed (tcache: up to 7 of each size up to
 # 1 KiB) that only that thread's later mallocs take back; to the heap they stay in use, so the
-# free space around them cannot join up. A remote daemon has 40-50 threads, most of them waiting
-# on requests at any time. Over a 10-minute HTTP soak (bench/soak.py --http) the heap's free
-# blocks went 366 -> 808 and 1,054 -> 1,960 with the caches, and each free block keeps a partly
-# used page resident that `malloc_trim` cannot give back (a 30-minute soak's RSS rose 1.5-1.7 MiB
-# per 10 minutes with them); without the caches they stayed at 295-334 and 300-406, but cold
-# reads of fast codecs through the mount lost 9-14% (blosc-lz4 local and over HTTP,
-# uncompressed; paired runs). One block of each size per thread keeps their speed (HTTP blosc-lz4
-# 1.32 against 1.36 GB/s, local 1.72 against 1.61) and caches 7 times fewer blocks.
+# free space around them cannot join up, and each such hole keeps a partly used page resident
+# that `malloc_trim` cannot give back. A remote daemon has 40-50 threads, most of them waiting on
+# requests: with the default caches its RSS creeps up over hours. No cache at all costs the fast
+# codecs' cold reads a tenth of their speed; one block of each size per thread keeps the speed
+# and caches 7 times fewer blocks (the soaks behind this: docs/performance-history.md).
 # glibc reads this only when a process starts.
 ALLOCATOR_TUNABLE = "glibc.malloc.tcache_count"
 ALLOCATOR_SETTING = f"{ALLOCATOR_TUNABLE}=1"
@@ -78,8 +75,8 @@ def tune_blosc() -> None:
     """Decode blosc through its global context, parallelised by blosc's own threads.
 
     numcodecs otherwise uses a fresh context per call from non-main threads
-    (ours are all non-main); measured here, that left 64 MiB of allocator
-    memory behind per pass over a 1 GiB array, and the global context none.
+    (ours are all non-main), and each pass over a large array then leaves
+    allocator memory behind that the global context does not.
     """
     import numcodecs.blosc
 

@@ -1,11 +1,10 @@
 /* Reads served from cached chunks without Python.
  *
- * A random 4 KiB pread of a mounted file costs the daemon ~10 µs of Python
- * (the ctypes callback, the FUSE operations, the layout, the cache lookup),
- * a third of the read's latency; a 1 MiB read of a sequential stream ~0.1 ms
- * (planning 16 rows of 16 chunks, a copy call per piece), about a tenth of
- * the daemon's CPU time in a cold read. Most reads lie in chunks the cache
- * already holds. `CachedReads` keeps, beside the
+ * Answering a read in Python costs the ctypes callback, the FUSE operations,
+ * the layout, the plan and the cache lookup: for a random 4 KiB pread a large
+ * part of its latency, for a sequential stream's 1 MiB reads a noticeable
+ * part of the daemon's CPU. Most reads lie in chunks the cache already
+ * holds. `CachedReads` keeps, beside the
  * cache, what a read of such chunks needs: for each open file its layout and
  * its array's regular chunk grid, for each cached chunk a buffer onto its
  * elements. `serve` answers a read from those alone, with no GIL, or

@@ -35,7 +35,7 @@ from ..errors import ZarrfsError
 from ..model.grids import ChunkGrid
 from .cache import ChunkCache
 from .geometry import Coords, chunks_of_elements, element_range
-from .served import SEQUENTIAL_REACH
+from .served import continues_stream, stream_reach
 
 log = logging.getLogger(__name__)
 
@@ -151,11 +151,10 @@ class Readahead:
     def track(self, stream: ReadStream, start: int, stop: int) -> list[Coords]:
         """Note a read of [start, stop); the chunks to load ahead of it now (often none)."""
         first_read = stream.next_offset < 0
-        reach = max(4 * (stop - start), SEQUENTIAL_REACH)
         # Reads the C path answered in the stretch it was allowed did not come here: the stream
         # continues anywhere up to the stretch's end.
-        stream.sequential = not first_read and (abs(start - stream.next_offset) <= reach
-                                                or stream.next_offset <= start <= stream.c_until + reach)
+        stream.sequential = continues_stream(stream.next_offset, start, stop) \
+            or 0 <= stream.next_offset <= start <= stream.c_until + stream_reach(stop - start)
         stream.next_offset = max(stop, stream.next_offset) if stream.sequential else stop
         if not stream.sequential:
             stream.band_index = -1  # `passed` starts afresh when the stream turns sequential

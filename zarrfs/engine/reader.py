@@ -140,11 +140,10 @@ class ArrayReader:
         until = self.readahead.c_stretch(stream)
         if until or stream.c_until:
             # The stretch's chunks count as read now, as the first read of a band would count
-            # them here: the most recently used, and no longer readahead's. (Left where they were
-            # loaded while C read them, the next band's chunks were the least recently used when
-            # readahead loaded the band after it, and each chunk the stream then reloaded evicted
-            # the next it needed: 1.06-1.07 decodes per chunk in two of five passes over 1 GiB
-            # with a 256 MiB budget; 1.00-1.01 with this.)
+            # them here: the most recently used, and no longer readahead's. Left where they were
+            # loaded while C read them, the next band's chunks would be the least recently used
+            # when readahead loads the band after it, and each chunk the stream then reloaded
+            # would evict the next it needs: chunks decoded twice.
             # (Chunk files read raw are not cached, and their stretch is the rest of the file.)
             used = self.readahead.chunks_between(stream.next_offset, until) if self._files is None else []
             if used:

@@ -22,9 +22,24 @@ import numpy as np
 from ._cached_reads import CachedReads
 
 # A read within max(4 x its size, this) of where the file's last read ended continues a
-# sequential stream: the one rule `Readahead.track` and the C path both go by, so that C answers
-# a stream's reads only within the stretch readahead allowed it (`Readahead.c_stretch`).
+# sequential stream (`continues_stream`).
 SEQUENTIAL_REACH = 1 << 20
+
+
+def continues_stream(last_end: int, start: int, stop: int) -> bool:
+    """Whether a read of [start, stop) continues reads that last ended at `last_end` (-1: none).
+
+    The one rule `Readahead.track` and the C path (`_cached_reads.c`
+    `continues_stream`, the same arithmetic, held to this function by
+    tests/test_cached_reads.py) go by, so that C answers a stream's reads
+    only within the stretch readahead allowed it (`Readahead.c_stretch`).
+    """
+    return last_end >= 0 and abs(start - last_end) <= stream_reach(stop - start)
+
+
+def stream_reach(size: int) -> int:
+    """How far from the last read's end a read of `size` bytes may start and still continue it."""
+    return max(4 * size, SEQUENTIAL_REACH)
 # Chunk files the C side keeps open at most (each a descriptor), the least recently registered
 # closed first: a sequential stream reads one band of chunk files at a time.
 MAX_RAW_FILES = 64

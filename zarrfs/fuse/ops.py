@@ -214,9 +214,8 @@ class ReplyBufferFUSE(mfusepy.FUSE):
 
     Every call from libfuse comes through `_wrapper`, in one of libfuse's own
     threads (or the main thread): without `keep_thread_state` each request
-    created and destroyed a Python thread state, ~30 µs of CPU per request
-    on this VM (the in-memory file system of bench/memfs_ceiling.py spent
-    72 µs of CPU on a random 4 KiB read that way, 41 µs keeping its states).
+    would create and destroy a Python thread state, which costs about as
+    much CPU as the rest of a small read's Python work.
 
     The read callback libfuse calls is `_fast_read.c`'s: it asks the engine's
     C path (engine/_cached_reads.c) first and calls mfusepy's callback, the

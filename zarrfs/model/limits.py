@@ -3,7 +3,7 @@
 A metadata document (`zarr.json`, `.zarray`, `.zmetadata`, ...) is refused
 when it is larger than `max_document_bytes()` or nested deeper than
 `MAX_JSON_DEPTH`. Parsed JSON takes about five times its size in Python
-objects (measured: 57 MiB of consolidated metadata, 277 MiB), and consolidated
+objects, and consolidated
 metadata stays in memory for the whole mount: the size bound keeps both
 bounded. The default holds consolidated metadata of ~100,000 arrays.
 
