@@ -31,7 +31,7 @@ venv (but `cc`) without `clients`, fails. Only processes the pytest process star
 
 from __future__ import annotations
 
-import filecmp
+import functools
 import inspect
 import os
 import shutil
@@ -77,15 +77,20 @@ def open_engine() -> Iterator[Callable[..., Engine]]:
 
 
 class _Reach:
-    """What one test's code reaches: names, string constants, objects, followed through tests/."""
+    """What code reaches: names, string constants, objects, followed through functions and classes of tests/."""
 
     def __init__(self) -> None:
         self.names: set[str] = set()
         self.strings: set[str] = set()
         self.client_code = False
         self.root_call = False
-        self.fixtures_followed: set[str] = set()
         self._seen: set[int] = set()
+
+    def absorb(self, other: _Reach) -> None:
+        self.names |= other.names
+        self.strings |= other.strings
+        self.client_code |= other.client_code
+        self.root_call |= other.root_call
 
     def follow(self, obj: Any) -> None:
         obj = inspect.unwrap(getattr(getattr(obj, "hypothesis", None), "inner_test", obj))  # @given, @contextmanager
@@ -103,10 +108,6 @@ class _Reach:
         self._code(code, obj.__globals__)
         if obj.__module__ in CLIENT_MODULES and _spawns(code):
             self.client_code = True
-
-    @property
-    def spawns(self) -> bool:
-        return _starts_process(self.names)
 
     def _code(self, code: types.CodeType, namespace: dict[str, Any]) -> None:
         self.names.update(code.co_names)
@@ -132,18 +133,32 @@ class _Reach:
 
     def markers(self) -> set[str]:
         found = set()
-        if self.spawns and self.strings & MOUNT_WORDS:
+        spawns = _starts_process(self.names)
+        if spawns and self.strings & MOUNT_WORDS:
             found.add("mount")
-        if self.client_code or (self.spawns and any(_names_a_client(s) for s in self.strings)):
+        if self.client_code or (spawns and any(_names_a_client(s) for s in self.strings)):
             found.add("clients")
         if self.root_call:
             found.add("root")
         return found
 
 
+@functools.cache
+def _reach_of(function: Callable[..., Any]) -> _Reach:
+    """Once per test function or fixture: parametrized tests share it."""
+    reach = _Reach()
+    reach.follow(function)
+    return reach
+
+
 def _in_tests(obj: Any) -> bool:
-    module = obj if isinstance(obj, types.ModuleType) else sys.modules.get(getattr(obj, "__module__", None) or "")
-    file = getattr(module, "__file__", None)
+    name = obj.__name__ if isinstance(obj, types.ModuleType) else getattr(obj, "__module__", None)
+    return isinstance(name, str) and _module_in_tests(name)
+
+
+@functools.cache
+def _module_in_tests(name: str) -> bool:
+    file = getattr(sys.modules.get(name), "__file__", None)
     return file is not None and Path(file).resolve().parent == TESTS
 
 
@@ -170,16 +185,17 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         if not isinstance(item, pytest.Function):
             continue
         reach = _Reach()
-        reach.follow(item.obj)
+        reach.absorb(_reach_of(item.obj))
         fixtures = set(item._fixtureinfo.name2fixturedefs)
+        followed: set[str] = set()
         while fixtures:
             for name in fixtures:
                 for definition in item.session._fixturemanager.getfixturedefs(name, item) or ():
-                    reach.follow(definition.func)
+                    reach.absorb(_reach_of(definition.func))
+            followed |= fixtures
             # Fixtures asked for by name at run time (request.getfixturevalue("name")).
-            fixtures = {s for s in reach.strings if s.isidentifier()} - reach.fixtures_followed if \
-                "getfixturevalue" in reach.names else set()
-            reach.fixtures_followed |= fixtures
+            asked = {s for s in reach.strings if s.isidentifier()} if "getfixturevalue" in reach.names else set()
+            fixtures = asked - followed
         found = reach.markers()
         if any("root" in str(mark.kwargs.get("reason", "")) for mark in item.iter_markers("skipif")):
             found.add("root")
@@ -190,7 +206,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 # ------------------------------------------------------------- the guard
 
 
-_running: list[pytest.Item] = []  # the test whose setup or call runs now
+# The test whose setup or call runs now. Not its teardown: a module's fixtures are torn down in
+# whichever test of the module runs last, which may not use them.
+_running: list[pytest.Item] = []
 _violations: dict[str, list[str]] = {}
 
 
@@ -210,9 +228,10 @@ def _needed_marker(argv: list[str]) -> str | None:
 def _this_interpreter(program: str) -> bool:
     """This venv's Python, or a copy of its binary (a test may run one setgid)."""
     try:
-        return filecmp.cmp(os.path.realpath(program), INTERPRETER, shallow=True)
+        found, ours = os.stat(program), os.stat(INTERPRETER)
     except OSError:
         return False
+    return (found.st_size, found.st_mtime_ns) == (ours.st_size, ours.st_mtime_ns)  # shutil.copy2 keeps both
 
 
 def _police_spawn(event: str, args: tuple[Any, ...]) -> None:
@@ -239,8 +258,7 @@ def pytest_configure(config: pytest.Config) -> None:
     sys.addaudithook(_police_spawn)
 
 
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_setup(item: pytest.Item) -> Iterator[None]:
+def _watch(item: pytest.Item) -> Iterator[None]:
     _running.append(item)
     try:
         return (yield)
@@ -249,14 +267,8 @@ def pytest_runtest_setup(item: pytest.Item) -> Iterator[None]:
         _fail_on_violations(item)
 
 
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
-    _running.append(item)
-    try:
-        return (yield)
-    finally:
-        _running.pop()
-        _fail_on_violations(item)
+pytest_runtest_setup = pytest.hookimpl(wrapper=True)(_watch)
+pytest_runtest_call = pytest.hookimpl(wrapper=True)(_watch)
 
 
 def _fail_on_violations(item: pytest.Item) -> None:
