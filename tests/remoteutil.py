@@ -15,6 +15,7 @@ import http.client
 import os
 import re
 import socket
+import socketserver
 import struct
 import subprocess
 import sys
@@ -34,6 +35,9 @@ from clients import end_process
 from mountutil import Mount
 
 STALL_LIMIT_S = 30.0  # a stalled answer never holds a server thread longer than this
+# How often a serving thread looks for `shutdown()`: socketserver's default of 0.5 s is
+# what stopping every test's server would cost, for nothing.
+POLL_S = 0.01
 
 
 class BackloggedHTTPServer(ThreadingHTTPServer):
@@ -42,6 +46,19 @@ class BackloggedHTTPServer(ThreadingHTTPServer):
     # at once, and each dropped one costs a 1 s retransmit: slow, and flaky
     # against the short timeouts the fault tests use.
     request_queue_size = 1024
+
+
+@contextmanager
+def serving(server: socketserver.BaseServer) -> Iterator[socketserver.BaseServer]:
+    """`server` answering from a daemon thread; stopped, closed and its thread joined on the way out."""
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": POLL_S}, daemon=True)
+    thread.start()
+    try:
+        yield server
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)
 
 
 class _Server(BackloggedHTTPServer):
@@ -89,6 +106,7 @@ class RangeHandler(SimpleHTTPRequestHandler):
     """Static files with `Range: bytes=a-b`, `a-` and `-n` (RFC 9110), requests counted per path."""
 
     counter: Counter  # set per server class
+    disable_nagle_algorithm = True  # see _FaultHandler
 
     def send_head(self) -> BinaryIO | None:
         self.counter[self.path] += 1
@@ -135,15 +153,8 @@ class HttpServer:
 def http_server(root: Path, handler_class: type[RangeHandler] = RangeHandler) -> Iterator[HttpServer]:
     counter: Counter = Counter()
     handler = type("CountingHandler", (handler_class,), {"counter": counter})
-    server = _Server(("127.0.0.1", 0), lambda *a: handler(*a, directory=str(root)))
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with serving(_Server(("127.0.0.1", 0), lambda *a: handler(*a, directory=str(root)))) as server:
         yield HttpServer(f"http://127.0.0.1:{server.server_address[1]}", counter)
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=10)
 
 
 # -------------------------------------------------------------- fault proxy
@@ -212,7 +223,8 @@ class FaultProxy:
         handler = type("FaultHandler", (_FaultHandler,), {"proxy": proxy})
         self._server = _Server(("127.0.0.1", self.port), handler)
         self.port = self._server.server_address[1]
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": POLL_S},
+                                        daemon=True)
         self._thread.start()
 
     def down(self) -> None:
@@ -232,6 +244,9 @@ class FaultProxy:
 class _FaultHandler(BaseHTTPRequestHandler):
     proxy: FaultProxy
     protocol_version = "HTTP/1.1"
+    # Headers and body leave in separate writes: with Nagle's algorithm every answer on a kept-alive
+    # connection would wait for the client's delayed ACK (40 ms), as object stores' answers do not.
+    disable_nagle_algorithm = True
 
     def do_HEAD(self) -> None:  # noqa: N802 - stdlib naming
         self._forward()

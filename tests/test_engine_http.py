@@ -1,17 +1,15 @@
 """The engine over HTTP: oracle stores served from 127.0.0.1, read through fsspec's HTTP file system.
 
-Two servers: `python -m http.server` in a subprocess (directory index pages,
-no Range support: the engine must still return the right bytes), and an
-in-process threaded server that honours Range requests as object stores do.
+Two servers: the handler of `python -m http.server` (directory index pages,
+no Range support: the engine must still return the right bytes), and one
+that honours Range requests as object stores do. Both answer from threads of
+the test process, with a listen backlog that takes zarrfs's burst of
+connections (the stdlib's backlog of 5 drops SYNs, a 1 s retransmit each).
 """
 
 from __future__ import annotations
 
 import errno
-import re
-import subprocess
-import sys
-import threading
 import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -24,7 +22,7 @@ import numpy as np
 import pytest
 
 from oracles import ORACLES, HierarchyOracle, Oracle, write_hierarchy
-from remoteutil import BackloggedHTTPServer
+from remoteutil import BackloggedHTTPServer, serving
 from zarrfs.engine.engine import Engine
 from zarrfs.errors import ChunkError, NotFoundError
 from zarrfs.model.meta import ArrayMeta, GroupMeta
@@ -66,21 +64,19 @@ def served_dir(tmp_path_factory: pytest.TempPathFactory) -> ServedDir:
     return ServedDir(root, oracles, hierarchies)
 
 
+class StdlibHandler(SimpleHTTPRequestHandler):
+    """`python -m http.server`'s handler (HTTP/1.0, whole files, index pages), without its request log."""
+
+    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 (stdlib signature)
+        return
+
+
 def _stdlib_server(root: Path) -> Iterator[str]:
-    process = subprocess.Popen(
-        [sys.executable, "-u", "-m", "http.server", "0", "--bind", "127.0.0.1", "--directory", str(root)],
-        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    try:
-        line = process.stdout.readline() if process.stdout else ""
-        match = re.search(r"port (\d+)", line)
-        assert match, f"http.server did not start: {line!r}"
-        yield f"http://127.0.0.1:{match.group(1)}"
-    finally:
-        process.terminate()
-        process.wait(timeout=10)
+    with serving(BackloggedHTTPServer(("127.0.0.1", 0), lambda *a: StdlibHandler(*a, directory=str(root)))) as server:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
 
 
-class RangeHandler(SimpleHTTPRequestHandler):
+class RangeHandler(StdlibHandler):
     """Static files with single-range `Range: bytes=a-b`, `a-` and `-n` support (RFC 9110)."""
 
     partial_responses = 0  # across all instances: proves the engine asked for ranges
@@ -108,20 +104,10 @@ class RangeHandler(SimpleHTTPRequestHandler):
         self.wfile.write(data[start:stop])
         return None
 
-    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 (stdlib signature)
-        return
-
 
 def _range_server(root: Path) -> Iterator[str]:
-    server = BackloggedHTTPServer(("127.0.0.1", 0), lambda *a: RangeHandler(*a, directory=str(root)))
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with serving(BackloggedHTTPServer(("127.0.0.1", 0), lambda *a: RangeHandler(*a, directory=str(root)))) as server:
         yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=10)
 
 
 @pytest.fixture(scope="module", params=["stdlib-no-ranges", "threaded-ranges"])

@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from remoteutil import BackloggedHTTPServer, RangeHandler
+from remoteutil import BackloggedHTTPServer, RangeHandler, serving
 
 from zarrfs.errors import StoreError
 from zarrfs.options import StoreOptions
@@ -73,14 +73,8 @@ class CountingServer(BackloggedHTTPServer):
 def server(root: Path) -> Iterator[tuple[str, CountingServer]]:
     handler = type("Handler", (KeepAliveHandler,), {"counter": __import__("collections").Counter()})
     httpd = CountingServer(("127.0.0.1", 0), lambda *a: handler(*a, directory=str(root)))
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with serving(httpd):
         yield f"http://127.0.0.1:{httpd.server_address[1]}", httpd
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
-        thread.join(timeout=10)
 
 
 @pytest.fixture
