@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -34,6 +35,22 @@ def _write(path: Path, chunks: tuple[int, int], shards: tuple[int, int] | None) 
                                   compressors=[ZstdCodec(level=1)])
         array[...] = truth
     return truth
+
+
+@pytest.fixture(scope="module")
+def written(tmp_path_factory: pytest.TempPathFactory) -> Callable[[tuple[int, int], tuple[int, int] | None],
+                                                                  tuple[Path, np.ndarray]]:
+    """`written(chunks, shards)`: the store `a.zarr` of that layout and its truth, written once per module
+    (the tests only read it, each through an engine of its own)."""
+    stores: dict[tuple, tuple[Path, np.ndarray]] = {}
+
+    def get(chunks: tuple[int, int], shards: tuple[int, int] | None) -> tuple[Path, np.ndarray]:
+        if (chunks, shards) not in stores:
+            path = tmp_path_factory.mktemp("layout") / "a.zarr"
+            stores[chunks, shards] = path, _write(path, chunks, shards)
+        return stores[chunks, shards]
+
+    return get
 
 
 def _front_read(engine: Engine, handle: Handle, offset: int, out: np.ndarray) -> bool:
@@ -62,11 +79,11 @@ def _nothing_to_do_until(readahead: Readahead, stream: ReadStream, size: int) ->
     ((64, 1024), (256, 4096), 1 << 20),  # small inner chunks: readahead in batches ending on shard rows
     ((64, 1024), (256, 4096), 128 << 10),
 ])
-def test_a_stream_is_answered_in_c_between_readahead_steps(tmp_path: Path, chunks: tuple[int, int],
+def test_a_stream_is_answered_in_c_between_readahead_steps(written: Callable, chunks: tuple[int, int],
                                                           shards: tuple[int, int] | None, size: int) -> None:
-    truth = _write(tmp_path / "a.zarr", chunks, shards)
+    store, truth = written(chunks, shards)
     expected = truth.tobytes()
-    engine = Engine.open(str(tmp_path / "a.zarr"), options=EngineOptions(cache_bytes=32 << 20))
+    engine = Engine.open(str(store), options=EngineOptions(cache_bytes=32 << 20))
     try:
         handle = VirtualTree(engine, root_name="a").open("/a.raw")
         assert handle.attach(FH)
@@ -96,12 +113,12 @@ def test_a_stream_is_answered_in_c_between_readahead_steps(tmp_path: Path, chunk
         engine.close()
 
 
-def test_c_answers_a_stream_only_within_its_stretch(tmp_path: Path) -> None:
+def test_c_answers_a_stream_only_within_its_stretch(written: Callable) -> None:
     """With every chunk cached, a read continuing the stream is answered in C only while it ends
     within the stretch Python allowed; a read elsewhere is a random read, answered in C as ever."""
-    truth = _write(tmp_path / "a.zarr", (128, 1024), None)
+    store, truth = written((128, 1024), None)
     expected = truth.tobytes()
-    engine = Engine.open(str(tmp_path / "a.zarr"), options=EngineOptions(cache_bytes=128 << 20))
+    engine = Engine.open(str(store), options=EngineOptions(cache_bytes=128 << 20))
     try:
         tree = VirtualTree(engine, root_name="a")
         assert tree.open("/a.raw").read_into(0, np.empty(len(expected), np.uint8)) == len(expected)  # all cached
