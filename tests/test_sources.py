@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,7 +27,7 @@ from kerchunk.hdf import SingleHdf5ToZarr
 import zarrfs
 from engineutil import read_all, read_array
 from mountutil import is_mounted, mounted, run_zarrfs
-from remoteutil import http_server, s3_server
+from remoteutil import S3Server, http_server, s3_server
 from zarrfs.engine.engine import Engine
 from zarrfs.errors import StoreError, ZarrfsError
 from zarrfs.options import EngineOptions, StoreOptions
@@ -155,20 +155,26 @@ def test_references_and_target_over_http(hdf5_refs: ReferenceSet, tmp_path: Path
         assert server.requests > 0
 
 
-def test_references_and_target_on_s3(hdf5_refs: ReferenceSet, tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def s3() -> Iterator[S3Server]:
+    """moto's S3 server with the bucket BUCKET, once per module: the tests write under keys of their own."""
     with s3_server() as server:
         server.client().create_bucket(Bucket=BUCKET)
-        server.client().put_object(Bucket=BUCKET, Key="data.h5", Body=hdf5_refs.h5.read_bytes())
-        json_path, _ = make_references(hdf5_refs.h5, f"s3://{BUCKET}/data.h5", tmp_path / "refs")
-        server.client().put_object(Bucket=BUCKET, Key="refs.json", Body=json_path.read_bytes())
-        s3 = {"key": "testing", "secret": "testing", "endpoint_url": server.endpoint,
-              "client_kwargs": {"region_name": "us-east-1"}}
-        engine = Engine.open(f"reference://s3://{BUCKET}/refs.json",
-                             {"target_options": s3, "remote_protocol": "s3", "remote_options": s3})
-        try:
-            assert_same(read_all(engine), hdf5_refs.expected)
-        finally:
-            engine.close()
+        yield server
+
+
+def test_references_and_target_on_s3(hdf5_refs: ReferenceSet, tmp_path: Path, s3: S3Server) -> None:
+    s3.client().put_object(Bucket=BUCKET, Key="data.h5", Body=hdf5_refs.h5.read_bytes())
+    json_path, _ = make_references(hdf5_refs.h5, f"s3://{BUCKET}/data.h5", tmp_path / "refs")
+    s3.client().put_object(Bucket=BUCKET, Key="refs.json", Body=json_path.read_bytes())
+    options = {"key": "testing", "secret": "testing", "endpoint_url": s3.endpoint,
+               "client_kwargs": {"region_name": "us-east-1"}}
+    engine = Engine.open(f"reference://s3://{BUCKET}/refs.json",
+                         {"target_options": options, "remote_protocol": "s3", "remote_options": options})
+    try:
+        assert_same(read_all(engine), hdf5_refs.expected)
+    finally:
+        engine.close()
 
 
 def test_broken_references(hdf5_refs: ReferenceSet, tmp_path: Path, open_engine: Callable[..., Engine]) -> None:
@@ -251,21 +257,19 @@ def test_icechunk_through_a_mount_at_a_tag(repository: Repository, tmp_path: Pat
         assert (mount / "img.raw").read_bytes() == repository.first.tobytes()
 
 
-def test_icechunk_on_s3(tmp_path: Path) -> None:
-    with s3_server() as server:
-        server.client().create_bucket(Bucket=BUCKET)
-        storage = icechunk.s3_storage(bucket=BUCKET, prefix="repo", endpoint_url=server.endpoint, allow_http=True,
-                                      access_key_id="testing", secret_access_key="testing", region="us-east-1",
-                                      force_path_style=True)
-        first, second, _, _ = write_repository(storage)
-        options = {"key": "testing", "secret": "testing", "endpoint_url": server.endpoint,
-                   "client_kwargs": {"region_name": "us-east-1"}}
-        for ref, expected in ((None, second), ("v1", first)):
-            engine = Engine.open(f"s3://{BUCKET}/repo", options, EngineOptions(store=StoreOptions(ref=ref)))
-            try:
-                np.testing.assert_array_equal(read_array(engine, "img"), expected)
-            finally:
-                engine.close()
+def test_icechunk_on_s3(tmp_path: Path, s3: S3Server) -> None:
+    storage = icechunk.s3_storage(bucket=BUCKET, prefix="repo", endpoint_url=s3.endpoint, allow_http=True,
+                                  access_key_id="testing", secret_access_key="testing", region="us-east-1",
+                                  force_path_style=True)
+    first, second, _, _ = write_repository(storage)
+    options = {"key": "testing", "secret": "testing", "endpoint_url": s3.endpoint,
+               "client_kwargs": {"region_name": "us-east-1"}}
+    for ref, expected in ((None, second), ("v1", first)):
+        engine = Engine.open(f"s3://{BUCKET}/repo", options, EngineOptions(store=StoreOptions(ref=ref)))
+        try:
+            np.testing.assert_array_equal(read_array(engine, "img"), expected)
+        finally:
+            engine.close()
 
 
 def test_icechunk_bad_input(repository: Repository, tmp_path: Path) -> None:
