@@ -198,7 +198,9 @@ def test_ttl_revalidates_and_a_rewritten_object_is_never_served_from_the_old_cop
 def test_two_daemons_share_one_small_dir_under_its_cap(tmp_path: Path) -> None:
     root = tmp_path / "served"
     root.mkdir()
-    noise = np.random.default_rng(1).random((2048, 2048), dtype="f4")  # 16 MiB that do not compress
+    # 32 MiB that do not compress, twice the cap: the directory fills past what it may keep whatever
+    # the scans' timing, so they must evict (at the cap's size, refused writes alone could keep it under).
+    noise = np.random.default_rng(1).random((2048, 4096), dtype="f4")
     zarr.create_array(str(root / "n.zarr"), shape=noise.shape, chunks=(256, 256), dtype="f4")[:] = noise
     cache = tmp_path / "dc"
     cap = 16 << 20
