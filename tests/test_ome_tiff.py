@@ -21,6 +21,7 @@ import zarr
 from ome_zarr.format import FormatV04, FormatV05
 from ome_zarr.writer import write_image, write_labels, write_plate_metadata, write_well_metadata
 
+from clients import ClientError, imagej_describe
 from mountutil import mounted
 from readers import OME, bfconvert_plane, showinf, vips_level
 from zarrfs.conventions.semantics import Axis, Channel
@@ -56,6 +57,20 @@ def _levels(store: Path, version: str) -> list[np.ndarray]:
     attributes = group.attrs.asdict()
     block = attributes["ome"] if version == "0.5" else attributes
     return [group[d["path"]][:] for d in block["multiscales"][0]["datasets"]]
+
+
+def test_stock_imagej_refuses_the_ome_tiff_and_opens_the_level_beside_it(tmp_path: Path) -> None:
+    """Stock ImageJ (no Bio-Formats) reads no tiled TIFF: it refuses NAME.ome.tif with its own message,
+    showing nothing half-read, while the level's strip file beside it opens as the calibrated hyperstack."""
+    store = tmp_path / "img.zarr"
+    _write_image(store, "0.5", None)
+    with mounted(store, tmp_path / "mnt", tmp_path / "log") as mount:
+        with pytest.raises(ClientError, match="Unsupported format"):
+            imagej_describe(str(mount / "cells.ome.tif"), [(1, 1, 1)])
+        seen = imagej_describe(str(mount / "s0.tif"), [(1, 1, 1)], calibration=True)
+    assert (seen["channels"], seen["slices"], seen["frames"]) == (3, 4, 2)
+    assert seen["voxelSize"] == pytest.approx((0.25, 0.25, 0.5))
+    assert [channel["label"] for channel in seen["channelDisplay"]] == ["DAPI", "GFP", "RFP"]
 
 
 @pytest.mark.parametrize("chunks", [None, (1, 1, 1, 32, 64)], ids=["plane-chunks", "tile-chunks"])
