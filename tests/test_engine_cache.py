@@ -274,7 +274,9 @@ def test_stream_decodes_into_evicted_chunks_and_never_into_held_ones(big_array: 
     half = len(want) // 2
     assert read_sequentially(lambda a, b: reader.read(a, b, stream), half) == want[:half]
     cached = engine.cache.cached_keys()
-    leased = engine.cache.lookup(cached)  # a reader's leases on the chunks cached now
+    values, pending = engine.cache.get_many(cached, reader._load)  # a reader's leases on the chunks cached now
+    assert not pending
+    leased = [values[key] for key in cached]
     assert leased
     kept_alive = [value for value in leased if isinstance(value, np.ndarray)]
     held = [value.copy() for value in kept_alive]

@@ -10,8 +10,7 @@ in one task, so the loader can fetch adjacent byte ranges in one request;
 each key still has its own future, created under the lock, so a key loads
 once however many threads or batches want it.
 
-Values handed to reads are leased (`get_many`, `lookup`; `release` ends the
-leases). Which entries leave when the budget is short, and where their
+Values handed to reads are leased (`get_many`; `release` ends the leases). Which entries leave when the budget is short, and where their
 memory goes, is lru.py's; what else the budget covers (streams' windows,
 bands being read, readahead's share) is budget.py's. The cache evicts for
 both and asks the budget before starting a readahead load. The worker pool
@@ -159,20 +158,6 @@ class ChunkCache:
             if not task.claimed:
                 workers.submit(task, DEMAND)
         return values, pending
-
-    def lookup(self, keys: list[Hashable]) -> list[Any] | None:
-        """The values of `keys`, leased, when every one is cached (each counted as `get_many`
-        counts a hit); else None, counting, leasing and loading nothing."""
-        with self._lock:
-            if not all(key in self._lru for key in keys):
-                return None
-            values = []
-            for key in keys:
-                self.budget.mark_read(key)
-                entry = self._hit(key)
-                entry.leases += 1  # type: ignore[union-attr]
-                values.append(entry.value)  # type: ignore[union-attr]
-            return values
 
     def release(self, leased: Mapping[Hashable, Any]) -> None:
         """End the leases a read took on these values (by key)."""
