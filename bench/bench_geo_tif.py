@@ -7,14 +7,18 @@ naming 1-D `Y`/`X` coordinate arrays. zarrfs serves it as a map (tiled
 `raster.tif`, ImageJ's strip file `raster.strips.tif`).
 
 N random 512 x 512 windows, one fresh `gdal_translate -srcwin` process per
-window, through each listed file of a fresh mount (cold daemon) against
-`ZARR:"store":/raster`. Both sides alike (bench_tiled.timed): the store's
-files are in the page cache and a helper touches and frees memory right
-before every timed run; runs alternate, medians and per-run ratios are
-reported (ratio = GDAL's Zarr driver seconds / the mounted file's seconds:
-above 1 the mount is faster).
+window, through `raster.tif` (or --file) of a fresh mount (cold daemon) and
+through `ZARR:"store":/raster`, side by side per window (the order turning
+each window), so that whatever else the machine does falls on both sides
+alike. Both sides alike, too: the store's files are in the page cache, and a
+helper touches and frees 256 MiB right before every timed window
+(bench_data.recent_memory). With --trees, the mounts of several source trees
+(a change and main) run side by side with GDAL's driver in the same way.
+Reported: per-run totals, medians, and per-run ratios (GDAL's Zarr driver
+seconds / the mounted file's seconds: above 1 the mount is faster).
 
-    python bench/bench_geo_tif.py [--windows 16] [--repeat 5] [--files raster.tif,raster.strips.tif]
+    python -P bench/bench_geo_tif.py [--windows 16] [--repeat 5] [--file raster.tif]
+                                     [--trees change=/path/to/tree,main=/path/to/main]
 """
 
 from __future__ import annotations
@@ -24,15 +28,19 @@ import json
 import statistics
 import sys
 import tempfile
+import time
+from contextlib import ExitStack
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_data import DEFAULT_ROOT, SHAPE, band  # noqa: E402
+from bench_data import DEFAULT_ROOT, SHAPE, band, recent_memory, warm_page_cache  # noqa: E402
 from bench_mount import mounted, zarrfs_mount  # noqa: E402
-from bench_tiled import CHUNKS, timed, window_runs, windows  # noqa: E402
+from bench_tiled import CHUNKS, window_runs, windows  # noqa: E402
 
 ORIGIN = (440720.0, 3751320.0)  # upper-left corner, metres (UTM 33N)
 PIXEL = 10.0
+# Recent memory for every timed window: more than a window's decodes and copies take.
+WINDOW_MEMORY = 256 << 20
 
 
 def ensure_geo_store(root: Path = DEFAULT_ROOT) -> Path:
@@ -68,34 +76,49 @@ def main() -> None:
     parser.add_argument("--windows", type=int, default=16)
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--cache-size", default="1G")
-    parser.add_argument("--files", default="raster.tif,raster.strips.tif",
-                        help="mounted files to time, comma-separated")
+    parser.add_argument("--file", default="raster.tif", help="the mounted file to time")
+    parser.add_argument("--trees", default="",
+                        help="NAME=DIR,...: time the mount of each source tree (the daemon's PYTHONPATH) "
+                             "against the others and GDAL's driver; default: the installed zarrfs")
     args = parser.parse_args()
     store = ensure_geo_store()
-    zarr_source = f'ZARR:"{store}":/raster'
-    files = args.files.split(",")
-    results: dict[str, list[float]] = {name: [] for name in (*files, "gdal_zarr")}
+    trees = dict(item.split("=", 1) for item in args.trees.split(",") if item) or {"zarrfs": ""}
+    sides = [*trees, "gdal_zarr"]
+    results: dict[str, list[float]] = {name: [] for name in sides}
     with tempfile.TemporaryDirectory(prefix="zarrfs-bench-geo-") as tmp:
         work = Path(tmp)
         out = work / "out.raw"
         for run in range(args.repeat):
             spots = windows(args.windows, seed=run)
-            for name in files:
-                with mounted(zarrfs_mount(store, work / "m", args.cache_size), work / "m"):
-                    served = str(work / "m" / name)
-                    results[name].append(timed(store, lambda: window_runs(served, spots, out)))
-            results["gdal_zarr"].append(timed(store, lambda: window_runs(zarr_source, spots, out)))
+            with ExitStack() as mounts:
+                sources = {"gdal_zarr": f'ZARR:"{store}":/raster'}
+                for name, tree in trees.items():  # fresh mounts: cold daemons
+                    mountpoint = work / f"m-{name}"
+                    env = {"PYTHONPATH": tree} if tree else None
+                    mounts.enter_context(mounted(zarrfs_mount(store, mountpoint, args.cache_size), mountpoint, env))
+                    sources[name] = str(mountpoint / args.file)
+                warm_page_cache(store)
+                totals = dict.fromkeys(sides, 0.0)
+                for i, spot in enumerate(spots):
+                    # Side by side per window, the order turning each window, each after recent memory.
+                    for name in sides[i % len(sides):] + sides[:i % len(sides)]:
+                        recent_memory(WINDOW_MEMORY)
+                        start = time.perf_counter()
+                        window_runs(sources[name], [spot], out)
+                        totals[name] += time.perf_counter() - start
+            for name in sides:
+                results[name].append(totals[name])
+            print(json.dumps({name: round(1000 * totals[name] / args.windows, 1) for name in sides}), file=sys.stderr)
     medians = {name: statistics.median(values) for name, values in results.items()}
     report = {
         "store": str(store),
+        "file": args.file,
         "windows_per_run": args.windows,
         "runs_s": results,
-        "median_s": medians,
         "median_ms_per_window": {name: 1000 * m / args.windows for name, m in medians.items()},
-        # GDAL's Zarr driver / the mounted file, per run (pairs ran back to back) and of the medians.
+        # GDAL's Zarr driver / the mounted file, per run: above 1 the mount is faster.
         "ratio_per_run": {name: [z / t for z, t in zip(results["gdal_zarr"], results[name], strict=True)]
-                          for name in files},
-        "ratio_of_medians": {name: medians["gdal_zarr"] / medians[name] for name in files},
+                          for name in trees},
     }
     report["ratio_median_of_runs"] = {name: statistics.median(r) for name, r in report["ratio_per_run"].items()}
     print(json.dumps(report, indent=2))

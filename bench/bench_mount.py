@@ -61,11 +61,12 @@ def _wait_mounted(mountpoint: Path, process: subprocess.Popen, timeout: float = 
 
 
 @contextmanager
-def mounted(command: list[str], mountpoint: Path) -> Iterator[int]:
-    """Run a foreground FUSE daemon; yield its PID; always unmount and reap it."""
+def mounted(command: list[str], mountpoint: Path, env: dict[str, str] | None = None) -> Iterator[int]:
+    """Run a foreground FUSE daemon (with `env` added to its environment); yield its PID; always
+    unmount and reap it."""
     mountpoint.mkdir(parents=True, exist_ok=True)
     process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL)
+                               stderr=subprocess.DEVNULL, env={**os.environ, **env} if env else None)
     try:
         _wait_mounted(mountpoint, process)
         yield process.pid
