@@ -182,3 +182,47 @@ def paraview_open(path: Path) -> ReaderRun:
     """ParaView's `OpenDataFile` + `UpdatePipeline` on `path` (the reader it picks by itself), in pvpython."""
     return _run_reader([PVPYTHON, "--force-offscreen-rendering", "-c", _PARAVIEW_SCRIPT, str(path)],
                        PARAVIEW_TIMEOUT_S, None)
+
+
+# ------------------------------------------------------------- stock ImageJ
+
+_IMAGEJ_LUT_MACRO = """
+open(getArgument());
+if (nImages == 0) { print("ZARRFS error: ImageJ opened no image"); exit; }
+getDimensions(width, height, channels, slices, frames);
+for (c = 1; c <= channels; c++) {
+    if (channels > 1) Stack.setPosition(c, 1, 1);
+    getLut(reds, greens, blues);
+    getMinAndMax(low, high);
+    line = "ZARRFS lut " + bitDepth() + " " + d2s(low, -9) + " " + d2s(high, -9);
+    for (i = 0; i < 256; i++) line = line + " " + reds[i] + " " + greens[i] + " " + blues[i];
+    print(line);
+}
+print("ZARRFS done");
+"""
+
+
+@dataclass
+class ImageJLut:
+    """One channel's display in stock ImageJ: its LUT and display range (calibrated values)."""
+
+    bit_depth: int
+    display_range: tuple[float, float]
+    lut: np.ndarray  # (3, 256) uint8: reds, greens, blues
+
+
+def imagej_luts(path: Path) -> list[ImageJLut]:
+    """The LUT and display range of each channel of `path` opened by stock ImageJ's own TIFF reader
+    (`getLut`, `getMinAndMax`), in a fresh ImageJ under its own Xvfb."""
+    from clients import ClientError, _run_imagej  # the ImageJ runner the other ImageJ questions use
+
+    output = _run_imagej(_IMAGEJ_LUT_MACRO, str(Path(path).resolve()))
+    lines = re.findall(r"^ZARRFS lut (.*)$", output, re.MULTILINE)
+    if "ZARRFS done" not in output or not lines:
+        raise ClientError(f"ImageJ did not report the LUT; its output:\n{output}")
+    channels = []
+    for line in lines:
+        depth, low, high, *entries = line.split()
+        lut = np.array([int(v) for v in entries], dtype=np.uint8).reshape(256, 3).T
+        channels.append(ImageJLut(int(depth), (float(low), float(high)), lut))
+    return channels

@@ -26,7 +26,8 @@ ImageJ reads contiguous planes only in that order (formats.md §6.3: its
 The meaning in `Semantics` adds (`tifftags.py`): ImageJ calibration
 (X/YResolution in pixels per unit with ResolutionUnit none, `unit`,
 `spacing`, `finterval`/`tunit`, origins), composite channels with LUTs,
-labels and display ranges, and GeoTIFF tags plus GDAL_NODATA on every page.
+labels and display ranges, a label image's colours (a ColorMap LUT), and
+GeoTIFF tags plus GDAL_NODATA on every page.
 
 tifffile writes the file into `_SparseFile`, which keeps what is written and
 only the extent of what is skipped: tifffile reserves the pixel data with a
@@ -146,10 +147,11 @@ class _Stack:
         return ">" if self.dtype.str[0] == ">" else "<"
 
     def first_page_tags(self) -> tuple[TagTuple, ...]:
-        """Tags besides the baseline ones on the first page: GeoTIFF plus ImageJ's IJMetadata."""
+        """Tags besides the baseline ones on the first page: GeoTIFF plus ImageJ's ColorMap and IJMetadata."""
+        tags = self.extratags + self.imagej.tags
         if self.description is None or not self.imagej.blobs:
-            return self.extratags
-        return self.extratags + tuple(tifffile.imagej_metadata_tag(self.imagej.blobs, self.byteorder))
+            return tags
+        return tags + tuple(tifffile.imagej_metadata_tag(self.imagej.blobs, self.byteorder))
 
     def first_ifd_nbytes(self) -> int:
         """Upper bound of the file header plus IFD0 with all its values.
@@ -243,7 +245,8 @@ def _stack(
     else:
         names = None if dimension_names is None else tuple(dimension_names[:-2])
         planes = Hyperstack(*_hyperstack(leading, names))
-    hints = imagej_hints(axes, planes, semantics.channels if semantics is not None else (), sample)
+    hints = imagej_hints(axes, planes, semantics.channels if semantics is not None else (), sample,
+                         semantics.label_colors if semantics is not None else ())
     described = bool(leading) or bool(hints.description) or hints.resolution is not None
     return _Stack(
         planes,
@@ -299,7 +302,7 @@ def _build(stack: _Stack, *, bigtiff: bool, imagej_truncated: bool) -> Layout:
         writer = tifffile.TiffWriter(sink, byteorder=stack.byteorder, imagej=True)
         shape: tuple[int, ...] = (planes.frames, planes.slices, planes.channels)
         metadata = {"axes": "TZCYX", **stack.imagej.description, **stack.imagej.blobs}
-        extra = {"metadata": metadata, "truncate": True, "extratags": stack.extratags}
+        extra = {"metadata": metadata, "truncate": True, "extratags": stack.extratags + stack.imagej.tags}
     else:
         writer = tifffile.TiffWriter(
             sink, bigtiff=bigtiff, byteorder=stack.byteorder, shaped=False, ome=False

@@ -10,6 +10,7 @@ nothing here touches pixel data.
 
 from __future__ import annotations
 
+import colorsys
 import enum
 import math
 import re
@@ -20,7 +21,7 @@ from xml.sax.saxutils import escape
 import numpy
 from tifffile import geodb
 
-from zarrfs.conventions.semantics import Axis, Channel, GeoReference, Quantity, Semantics
+from zarrfs.conventions.semantics import Axis, Channel, GeoReference, LabelColor, Quantity, Semantics
 
 # A tifffile `extratags` entry: (code, TIFF type, count, value, write to the first page only).
 TagTuple = tuple[int, int, int, Any, bool]
@@ -84,6 +85,7 @@ _GT_MODEL_TYPE, _GT_RASTER_TYPE, _GEOGRAPHIC_TYPE, _PROJECTED_CS_TYPE = 1024, 10
 _MODEL_PROJECTED, _MODEL_GEOGRAPHIC, _RASTER_PIXEL_IS_AREA = 1, 2, 1
 _TIFF_SHORT, _TIFF_ASCII, _TIFF_DOUBLE = 3, 2, 12
 _GDAL_METADATA = 42112
+_COLORMAP = 320
 # Bands given their own GDAL_METADATA items (about 250 bytes each, held in the file's header).
 MAX_METADATA_BANDS = 4096
 
@@ -105,11 +107,12 @@ class Hyperstack:
 
 @dataclass(frozen=True)
 class ImageJHints:
-    """ImageJ description keys (besides geometry), IJMetadata items and X/YResolution."""
+    """ImageJ description keys (besides geometry), IJMetadata items, X/YResolution and first-page tags."""
 
     description: dict[str, Any] = field(default_factory=dict)
     blobs: dict[str, Any] = field(default_factory=dict)  # tifffile's 'Labels', 'Ranges', 'LUTs'
     resolution: tuple[float, float] | None = None  # pixels per unit, ResolutionUnit none
+    tags: tuple[TagTuple, ...] = ()  # ColorMap: a single channel's LUT
 
 
 def semantic_axes(semantics: Semantics | None, ndim: int) -> tuple[Axis, ...] | None:
@@ -161,16 +164,21 @@ def hyperstack(leading: tuple[int, ...], letters: tuple[str, ...]) -> Hyperstack
 
 
 def imagej_hints(
-    axes: tuple[Axis, ...] | None, stack: Hyperstack, channels: tuple[Channel, ...], dtype: numpy.dtype
+    axes: tuple[Axis, ...] | None, stack: Hyperstack, channels: tuple[Channel, ...], dtype: numpy.dtype,
+    label_colors: tuple[LabelColor, ...] = (),
 ) -> ImageJHints:
-    """Calibration and channel display for ImageJ; empty without semantic axes."""
+    """Calibration and channel (or label image) display for ImageJ; empty without semantic axes."""
     if axes is None:
         return ImageJHints()
     description, resolution = _calibration(axes, stack)
     # ImageJ holds int16 as uint16 + 32768 and its display ranges in those raw values.
     offset = 32768.0 if dtype.kind == "i" and dtype.itemsize == 2 else 0.0
     display, blobs = _channel_display(channels, stack, offset)
-    return ImageJHints({**description, **display}, blobs, resolution)
+    lut = label_lut(label_colors) if dtype.kind in "iu" else None
+    if lut is None:
+        return ImageJHints({**description, **display}, blobs, resolution)
+    keys, label_blobs, tags = _label_display(lut, stack, offset)
+    return ImageJHints({**description, **display, **keys}, {**blobs, **label_blobs}, resolution, tags)
 
 
 def _calibration(axes: tuple[Axis, ...], stack: Hyperstack) -> tuple[dict[str, Any], tuple[float, float] | None]:
@@ -278,6 +286,45 @@ def _lut(color: str | None) -> numpy.ndarray | None:
     rgb = [int(color[i:i + 2], 16) for i in (0, 2, 4)]
     ramp = numpy.arange(256, dtype=numpy.uint32)
     return numpy.stack([(ramp * c // 255).astype(numpy.uint8) for c in rgb])
+
+
+def label_lut(colors: tuple[LabelColor, ...]) -> numpy.ndarray | None:
+    """The (3, 256) uint8 LUT showing label value v in its `image-label` colour, or None.
+
+    Listed values take their RGB (ImageJ's LUT has no alpha: it is
+    dropped); unlisted ones show 0 (background) black and every other value
+    in a fixed colour of its own (hues a golden angle apart, so neighbouring
+    labels differ). None when no colour is listed, or when a listed value is
+    not an integer 0-255: a 256-entry LUT has no entry of its own for it.
+    """
+    if not colors or not all(float(c.value).is_integer() and 0 <= c.value <= 255 for c in colors):
+        return None
+    lut = numpy.zeros((256, 3), numpy.uint8)
+    for value in range(1, 256):
+        lut[value] = [round(255 * v) for v in colorsys.hsv_to_rgb((value * 0.381966) % 1.0, 0.7, 1.0)]
+    for color in colors:
+        lut[int(color.value)] = color.rgba[:3]
+    return lut.T.copy()
+
+
+def _label_display(
+    lut: numpy.ndarray, stack: Hyperstack, offset: float
+) -> tuple[dict[str, Any], dict[str, Any], tuple[TagTuple, ...]]:
+    """Display range, LUTs and ColorMap that show a label image in its colours in stock ImageJ.
+
+    ImageJ spreads its 256 LUT entries over the display range, so the range
+    is [0, 255] (raw values: + `offset`): entry v is label v for every pixel
+    type ImageJ opens (8 and 16 bit, int16, 32-bit integers as float);
+    values past 255 show as 255. Stock ImageJ takes a single channel's LUT
+    from the ColorMap tag only (768 values, as ImageJ itself saves a LUT;
+    for more than 8 bits libtiff warns that the count is wrong and ignores
+    it), the IJMetadata LUTs only for composites, one per channel.
+    """
+    low, high = offset, offset + 255.0
+    if stack.channels == 1:
+        colormap = tuple((lut.astype(numpy.uint16) * 257).ravel().tolist())
+        return {"min": low, "max": high}, {}, ((_COLORMAP, _TIFF_SHORT, len(colormap), colormap, True),)
+    return {}, {"LUTs": [lut] * stack.channels, "Ranges": (low, high) * stack.channels}, ()
 
 
 def _ascii(text: str) -> str:
