@@ -21,7 +21,7 @@ from ome_zarr.format import FormatV04, FormatV05
 from ome_zarr.writer import write_image, write_labels
 
 from clients import gdal_available, gdalinfo_json, imagej_available
-from mountutil import mounted
+from mountutil import mounted, run_zarrfs
 from readers import BIOFORMATS_JAR, imagej_luts, showinf
 from zarrfs.conventions.semantics import Axis, LabelColor
 from zarrfs.formats.tifftags import hyperstack, imagej_hints
@@ -130,3 +130,70 @@ def test_label_colours_of_several_imagej_channels_are_composite_luts() -> None:
     assert hints.blobs["Ranges"] == (32768.0, 33023.0) * 2  # ImageJ's raw int16 values: + 32768
     assert [tuple(lut[:, 3]) for lut in hints.blobs["LUTs"]] == [(9, 8, 7)] * 2
     assert [tuple(lut[:, 0]) for lut in hints.blobs["LUTs"]] == [(0, 0, 0)] * 2
+
+
+# ------------------------------------------------------------ the image labels belong to
+
+def write_labels_with_source(store: Path, source: dict | None) -> np.ndarray:
+    """A 0.5 image with a label image `cells` in a plate-like sub-group `A/1/0`, `image-label.source` = `source`."""
+    root = zarr.open_group(str(store), mode="w", zarr_format=3)
+    image = root.require_group("A/1/0")
+    labels = (np.arange(np.prod(SHAPE)) % 3).reshape(SHAPE).astype(np.uint8)
+    metadata = {"colors": [{"label-value": 1, "rgba": [255, 0, 0, 255]}]}
+    if source is not None:
+        metadata["source"] = source
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        write_image(np.zeros(SHAPE, np.uint16), image, axes="zyx", fmt=FormatV05(), scale_factors=())
+        write_labels(labels, image, name="cells", axes="zyx", fmt=FormatV05(), scale_factors=(),
+                     label_metadata=metadata)
+    return labels
+
+
+@pytest.mark.mount
+@pytest.mark.parametrize("source", [{"image": "../../"}, None], ids=["source", "layout"])
+def test_label_image_says_which_image_it_belongs_to(source: dict | None, tmp_path: Path) -> None:
+    """`image-label.source.image` (or, without it, the image whose `labels/` holds it) is in N.json and
+    `zarrfs tree`, for the label image's levels and its group."""
+    store = tmp_path / "image.zarr"
+    write_labels_with_source(store, source)
+    with mounted(store, tmp_path / "mnt", tmp_path / "log") as mount:
+        label = json.loads((mount / "A/1/0/labels/cells/s0.json").read_text())["semantics"]
+        image = json.loads((mount / "A/1/0/s0.json").read_text())["semantics"]
+    assert label["label_of"] == "/A/1/0"
+    assert image["label_of"] is None
+    tree = run_zarrfs("tree", store)
+    assert tree.returncode == 0, tree.stderr
+    lines = [line.strip() for line in tree.stdout.splitlines()]
+    assert "OME-Zarr 0.5 label image: 1 level (s0) of image /A/1/0" in lines or \
+        any(line.startswith("OME-Zarr 0.5 label image") and line.endswith(" of image /A/1/0") for line in lines)
+    assert "labels of image /A/1/0" in lines
+
+
+BROKEN_SOURCES = {
+    "leaves-the-store": ({"image": "../../../../../../"}, r"source\.image '(\.\./){6}' leaves the store"),
+    "not-an-image": ({"image": "../"}, r"source\.image '\.\./' names no image group \(/A/1/0/labels\)"),
+    "another-image": ({"image": "../../../../"}, r"names /A, but the label image is in the labels of /A/1/0"),
+    "not-a-path": ({"image": 3}, r"image-label\.source \{'image': 3\} has no relative 'image' path"),
+}
+
+
+@pytest.mark.mount
+@pytest.mark.parametrize("case", BROKEN_SOURCES)
+def test_broken_label_source_is_served_as_without_it_with_one_log_line(case: str, tmp_path: Path) -> None:
+    store = tmp_path / "image.zarr"
+    source, message = BROKEN_SOURCES[case]
+    labels = write_labels_with_source(store, source)
+    if case == "another-image":  # /A is an image group too, so the source names an image, just not this one
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            write_image(np.zeros(SHAPE, np.uint16), zarr.open_group(str(store / "A"), mode="a"), axes="zyx",
+                        fmt=FormatV05(), scale_factors=())
+    with mounted(store, tmp_path / "mnt", tmp_path / "log", expected_log=[message]) as mount:
+        np.testing.assert_array_equal(np.load(mount / "A/1/0/labels/cells/s0.npy"), labels)
+        label = json.loads((mount / "A/1/0/labels/cells/s0.json").read_text())["semantics"]
+        json.loads((mount / "A/1/0/labels/cells/s1.json").read_text())  # a second level: nothing more said
+        warned = [line for line in mount.log_lines() if "WARNING" in line]
+    assert label["label_of"] is None
+    assert label["label_colors"] == [{"value": 1, "rgba": [255, 0, 0, 255]}]  # the rest of its meaning stays
+    assert len(warned) == 1 and "OME-Zarr image /A/1/0/labels/cells" in warned[0], warned

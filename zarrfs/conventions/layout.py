@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..model.meta import GroupMeta
 from .image import OmeImage, groups_above, images_of_group, level_arrays, level_problems
+from .labels import labelled_image
 from .ome import normalised_dataset_path
 from .plate import plate_block, plate_of_group
 
@@ -77,9 +78,10 @@ def group_layout(hierarchy: Hierarchy, group: GroupMeta) -> str | None:
         name = f" {image.name!r}" if image.name else ""
         version = f" {image.version}" if image.version else ""
         count = len(image.dataset_paths)
+        label_of, label_problems = labelled_image(hierarchy, image) if image.is_label else (None, ())
         parts.append(f"OME-Zarr{version} {kind}{name}: {count} level{'s' if count > 1 else ''} "
-                     f"({', '.join(image.dataset_paths)})")
-        parts += [f"problem: {p}" for p in level_problems(image, level_arrays(hierarchy, image))]
+                     f"({', '.join(image.dataset_paths)}){' of image ' + label_of if label_of else ''}")
+        parts += [f"problem: {p}" for p in [*level_problems(image, level_arrays(hierarchy, image)), *label_problems]]
     plate = plate_of_group(hierarchy, group)
     if plate is not None:
         fields = sum(len(w.fields) for w in plate.wells)

@@ -19,6 +19,7 @@ from .axes import named_axes
 from .cf import quantity
 from .geo import ReadArray, georeference, nodata
 from .image import OmeImage, image_of_array, level_arrays, level_problems
+from .labels import labelled_image
 from .layout import PlateField, field_of_image
 from .ome import label_colors, level_axes, ome_block, omero_channels
 from .semantics import Axis, Channel, ConventionError, LabelColor, Semantics
@@ -77,17 +78,21 @@ class SemanticsIndex:
             image = None
         problems: list[str] = []
         field = None
+        label_of = None
         if image is not None:
             try:
                 field = field_of_image(self.hierarchy, image[0])
-                problems = self._first_report(image[0])
+                label_of, label_problems = labelled_image(self.hierarchy, image[0]) if image[0].is_label \
+                    else (None, ())
+                problems = self._first_report(image[0], label_problems)
             except ZarrfsError as exc:
                 problems = [f"its image's levels or plate could not be read ({exc})"]
         return semantics_of(meta, name, group_attributes, siblings, self.read_array,
-                            self.hierarchy.store.display_name, image, tuple(problems), field)
+                            self.hierarchy.store.display_name, image, tuple(problems), field, label_of)
 
-    def _first_report(self, image: OmeImage) -> list[str]:
-        """What is wrong with the image's levels, the first time one of its arrays asks (later ones: nothing).
+    def _first_report(self, image: OmeImage, label_problems: tuple[str, ...]) -> list[str]:
+        """What is wrong with the image's levels (and a label image's `source`), the first time one of its
+        arrays asks (later ones: nothing).
 
         A plate's wells and fields that name nothing are `conventions.plate`'s to log.
         """
@@ -97,20 +102,20 @@ class SemanticsIndex:
         if not first:
             return []
         return [f"OME-Zarr image /{image.group_path}: {p}"
-                for p in level_problems(image, level_arrays(self.hierarchy, image))]
+                for p in [*level_problems(image, level_arrays(self.hierarchy, image)), *label_problems]]
 
 
 def semantics_of(meta: ArrayMeta, name: str, group_attributes: dict[str, Any], siblings: dict[str, ArrayMeta],
                  read_array: ReadArray, store_name: str = "",
                  image: tuple[OmeImage, int] | None = None, problems: tuple[str, ...] = (),
-                 field: PlateField | None = None) -> Semantics:
+                 field: PlateField | None = None, label_of: str | None = None) -> Semantics:
     """The meaning of array `meta` (called `name` in a group with `group_attributes` and array `siblings`).
 
     `image` is the OME-Zarr image listing the array as a level, and which
     level (`conventions.image.image_of_array`): it may be any group above
     the array, not only its parent. `problems` (its image's levels or plate
     that name nothing) join the array's one warning; `field` is where the
-    image sits in a plate.
+    image sits in a plate; `label_of` the image a label image belongs to.
     """
     ignored: list[str] = list(problems)
     colors: tuple[LabelColor, ...] = ()
@@ -167,7 +172,7 @@ def semantics_of(meta: ArrayMeta, name: str, group_attributes: dict[str, Any], s
     if ignored:
         log.warning("%s: array /%s: ignored %s; the array is served without it", store_name, meta.path,
                     "; ".join(ignored))
-    return Semantics(axes, channels, geo, missing, tuple(sources), values, label_colors=colors)
+    return Semantics(axes, channels, geo, missing, tuple(sources), values, label_colors=colors, label_of=label_of)
 
 
 def _ome_level(image: tuple[OmeImage, int] | None, group_attributes: dict[str, Any],
