@@ -32,6 +32,7 @@ venv (but `cc`) without `clients`, fails. Only processes the pytest process star
 from __future__ import annotations
 
 import functools
+import gc
 import inspect
 import os
 import shutil
@@ -171,6 +172,7 @@ def _spawns(code: types.CodeType) -> bool:
         _spawns(c) for c in code.co_consts if isinstance(c, types.CodeType))
 
 
+@functools.cache
 def _names_a_client(text: str) -> bool:
     """A program of CLIENT_PROGRAMS, or a path to a program in a bin/ other than this venv's."""
     if text in CLIENT_PROGRAMS:
@@ -178,6 +180,13 @@ def _names_a_client(text: str) -> bool:
     path = Path(text)
     return path.is_absolute() and path.parent.name == "bin" and str(path.parent) != OUR_BIN \
         and path.name not in NOT_CLIENTS
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """What exists once collection ends (modules, libraries, the items) lives until the session ends: frozen, the
+    garbage collector's full passes skip it instead of walking it again in every test."""
+    gc.collect()
+    gc.freeze()
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
