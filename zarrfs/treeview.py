@@ -83,6 +83,8 @@ def semantics_lines(semantics: Semantics) -> Iterator[str]:
         yield f"nodata {_number(semantics.nodata)}"
     if semantics.quantity is not None:
         yield "values " + _quantity_text(semantics.quantity)
+    if semantics.band_names:
+        yield "bands " + ", ".join(semantics.band_names)
     if semantics.label_of is not None:
         yield f"labels of image {semantics.label_of}"
     if semantics.sources:

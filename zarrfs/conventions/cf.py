@@ -40,6 +40,8 @@ def quantity(meta: ArrayMeta) -> tuple[Quantity | None, list[str]]:
     for key in _TEXTS:
         if key in attrs:
             text = attrs[key]
+            if key == "long_name" and isinstance(text, list):
+                continue  # one name per band (rioxarray): `conventions.bands`
             if isinstance(text, str) and text.strip() and text.isprintable():
                 found[key] = text.strip()
             else:

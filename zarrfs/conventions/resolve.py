@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import ZarrfsError
 from ..model.meta import ArrayMeta, GroupMeta
 from .axes import named_axes
+from .bands import band_names
 from .cf import quantity
 from .geo import ReadArray, georeference, nodata
 from .image import OmeImage, image_of_array, level_arrays, level_problems
@@ -165,6 +166,15 @@ def semantics_of(meta: ArrayMeta, name: str, group_attributes: dict[str, Any], s
             sources.append(source)
     except ConventionError as exc:
         ignored.append(f"nodata ({exc})")
+    names: tuple[str, ...] = ()
+    try:
+        names, source = band_names(meta, siblings, read_array)
+        if source:
+            sources.append(source)
+    except ConventionError as exc:
+        ignored.append(f"band names ({exc})")
+    except (ZarrfsError, OSError) as exc:  # the coordinate array cannot be read
+        ignored.append(f"band names (a coordinate array could not be read: {exc})")
     values, broken = quantity(meta)
     ignored += [f"CF {problem}" for problem in broken]
     if values is not None:
@@ -172,7 +182,8 @@ def semantics_of(meta: ArrayMeta, name: str, group_attributes: dict[str, Any], s
     if ignored:
         log.warning("%s: array /%s: ignored %s; the array is served without it", store_name, meta.path,
                     "; ".join(ignored))
-    return Semantics(axes, channels, geo, missing, tuple(sources), values, label_colors=colors, label_of=label_of)
+    return Semantics(axes, channels, geo, missing, tuple(sources), values, label_colors=colors, label_of=label_of,
+                     band_names=names)
 
 
 def _ome_level(image: tuple[OmeImage, int] | None, group_attributes: dict[str, Any],

@@ -90,11 +90,13 @@ class Semantics:
     quantity: Quantity | None = None  # CF packing, units and long name of the values
     label_colors: tuple[LabelColor, ...] = ()  # a label image's colour per label value
     label_of: str | None = None  # "/path" of the image a label image belongs to (`conventions.labels`)
+    band_names: tuple[str, ...] = ()  # one per index of a (band, y, x) raster's leading axis (`conventions.bands`)
 
     @property
     def empty(self) -> bool:
         return (self.axes is None and not self.channels and self.geo is None and self.nodata is None
-                and self.quantity is None and not self.label_colors and self.label_of is None)
+                and self.quantity is None and not self.label_colors and self.label_of is None
+                and not self.band_names)
 
     def describe(self) -> dict[str, Any]:
         """JSON-able form: the `semantics` member of the `.json` file and of `zarrfs tree --json`."""
@@ -106,5 +108,6 @@ class Semantics:
             "quantity": asdict(self.quantity) if self.quantity is not None else None,
             "label_colors": [asdict(color) for color in self.label_colors],
             "label_of": self.label_of,
+            "band_names": list(self.band_names),
             "sources": list(self.sources),
         }

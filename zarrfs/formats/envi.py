@@ -93,12 +93,14 @@ def _nodata_text(value: float) -> str:
 
 def _band_names(semantics: Semantics, meta: ArrayMeta) -> list[str]:
     """OME channel labels when the channel axis is the only leading axis (so bands = channels), else the
-    CF `long_name` for every band; none when a name would break the list."""
+    bands' names, else the CF `long_name` for every band; none when a name would break the list."""
     axes = semantics.axes
     bands = math.prod(meta.shape[:-2])
     long_name = semantics.quantity.long_name if semantics.quantity is not None else None
     if axes is not None and meta.ndim == 3 and axes[0].kind == "channel" and len(semantics.channels) == bands:
         labels = [c.label for c in semantics.channels]
+    elif len(semantics.band_names) == bands:
+        labels = list(semantics.band_names)
     elif long_name and bands <= MAX_LISTED_BANDS:
         labels = [long_name] * bands
     else:

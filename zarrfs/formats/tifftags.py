@@ -446,7 +446,7 @@ def gdal_metadata(semantics: Semantics | None, axes: tuple[Axis, ...] | None, ba
 
     Band i's DESCRIPTION is OME channel i's label when the bands are the
     channels (the one leading axis is the channel axis, one channel per
-    band), else the CF `long_name`; OFFSET, SCALE and UNITTYPE come from CF
+    band), else band i's name (`conventions.bands`), else the CF `long_name`; OFFSET, SCALE and UNITTYPE come from CF
     packing and units, the same for every band (both OFFSET and SCALE when
     either is known: GDAL reads value = stored * scale + offset). `long_name`
     is also a dataset item, as GDAL's Zarr driver shows it. Past
@@ -463,6 +463,8 @@ def gdal_metadata(semantics: Semantics | None, axes: tuple[Axis, ...] | None, ba
     labels: list[str | None] = [quantity.long_name] * bands
     if axes is not None and axes[0].kind == "channel" and len(semantics.channels) == bands:
         labels = [c.label if c.label and c.label.isprintable() else quantity.long_name for c in semantics.channels]
+    elif len(semantics.band_names) == bands:
+        labels = list(semantics.band_names)
     band_items: list[tuple[str, str, str]] = []  # (name, role, value) for every band
     if quantity.packed:
         band_items += [("OFFSET", "offset", repr(quantity.add_offset or 0.0)),
