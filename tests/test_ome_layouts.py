@@ -37,9 +37,9 @@ from ome_zarr.writer import write_image, write_labels, write_plate_metadata, wri
 
 from clients import gdal_available, gdalinfo_json, imagej_available, imagej_describe
 from engineutil import read_all
-from mountutil import mounted, run_zarrfs
+from mountutil import mounted, mounted_many, run_zarrfs
 from ome_writers import PLATE_CHANNELS, PLATE_FIELDS, PLATE_SCALE, PLATE_SHAPE, SCALES, SHAPES, sample
-from remoteutil import http_server
+from remoteutil import http_server, remote_mount
 
 ZP34_PYTHON = Path(__file__).resolve().parents[1] / ".venv-zp34" / "bin" / "python"
 WRITERS = Path(__file__).with_name("ome_writers.py")
@@ -274,6 +274,23 @@ def test_ozx_over_http(tmp_path: Path, open_engine: Any) -> None:
         found = read_all(open_engine(f"{server.url}/image.ozx"))
     np.testing.assert_array_equal(found["s0"], data)
     assert set(found) == {"s0", "s1", "s2"}
+
+
+def test_ozx_over_http_through_a_mount(tmp_path: Path) -> None:
+    """`zarrfs mount http://127.0.0.1:PORT/image.ozx MP`: the zipped image served by a Range server reads
+    through a real FUSE mount as the store it was zipped from, with its OME meaning."""
+    data = write_ome_zarr_py_image(tmp_path / "image.zarr", "0.5")
+    served = tmp_path / "served"
+    served.mkdir()
+    zip_as_ozx(tmp_path / "image.zarr", served / "image.ozx")
+    oracle = zarr.open_group(str(tmp_path / "image.zarr"), mode="r")
+    with http_server(served) as server, mounted_many([remote_mount(tmp_path, f"{server.url}/image.ozx")]) as (mount,):
+        np.testing.assert_array_equal(np.load(mount / "s0.npy"), data)
+        np.testing.assert_array_equal(np.load(mount / "s2.npy"), oracle["s2"][...])
+        semantics = mounted_json(mount / "s1.json")["semantics"]
+        assert any(name.endswith(".ome.tif") for name in os.listdir(mount.root))
+        assert set(server.counter) == {"/image.ozx"} and server.requests > 0  # read over HTTP, by ranges
+    assert [a["scale"] for a in semantics["axes"]] == pytest.approx([2.5, 1.0, 0.5, 0.5, 0.5])
 
 
 # ----------------------------------------------------------------- broken metadata
