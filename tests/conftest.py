@@ -13,7 +13,8 @@ Markers (registered in pyproject.toml; `--strict-markers` refuses others):
 * `root`: the test needs root (another user, setgid/chown, settings only root gets); CI runs as root.
 
 The fast subset needs nothing but this venv and mounts nothing:
-`pytest -m "not mount and not clients and not soak"`. A plain `pytest` runs everything.
+`pytest -m "not mount and not clients and not soak"`; it draws a third of each hypothesis property's
+examples (tests/budget.py). A plain `pytest` runs everything, with the full counts.
 
 Marking is automatic (`pytest_collection_modifyitems`): a test gets `mount`, `clients` or `root` from
 what its code reaches: the test function, its fixtures, and every function or class of tests/ that
@@ -35,6 +36,7 @@ import functools
 import gc
 import inspect
 import os
+import re
 import shutil
 import sys
 import types
@@ -44,6 +46,7 @@ from typing import Any
 
 import pytest
 
+import budget
 from zarrfs.engine.engine import Engine
 from zarrfs.options import EngineOptions
 
@@ -265,6 +268,8 @@ def _police_spawn(event: str, args: tuple[Any, ...]) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     sys.addaudithook(_police_spawn)
+    # The fast subset draws fewer hypothesis examples (tests/budget.py); it is the run that leaves out `mount`.
+    budget.fast = re.search(r"\bnot\s+mount\b", config.option.markexpr or "") is not None
 
 
 def _watch(item: pytest.Item) -> Iterator[None]:

@@ -14,6 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from zarr.codecs import BytesCodec, ZstdCodec
 
+from budget import examples
 from zarrfs.engine.engine import Engine
 from zarrfs.options import EngineOptions
 from zarrfs.view import VirtualTree
@@ -43,7 +44,7 @@ def chunks_of(offset: int, size: int, header: int, shape: tuple[int, ...], edges
     return set(np.ravel_multi_index([c // edge for c, edge in zip(coords, edges, strict=True)], counts).tolist())
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(grid=grids(), plan=plans, seed=st.integers(0, 2**32 - 1))
 def test_c_and_python_serve_the_same_bytes(tmp_path_factory, grid, plan, seed) -> None:  # noqa: ANN001
     shape, edges, dtype = grid

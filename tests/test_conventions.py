@@ -22,6 +22,7 @@ import zarr
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from budget import examples
 from zarrfs.conventions.crs import epsg_from_code, epsg_from_projjson, epsg_from_url, epsg_from_wkt, wkt1
 from zarrfs.conventions.geo import MAX_COORDINATE_ELEMENTS
 from zarrfs.conventions.resolve import semantics_of as resolve_semantics
@@ -410,7 +411,7 @@ def plain_array(tmp_path_factory: pytest.TempPathFactory) -> Any:
         engine.close()
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.data())
 def test_any_convention_metadata_gives_semantics_or_one_warning(plain_array: dict, data: st.DataObject) -> None:
     group_attrs = _mutate(VALID_GROUP, data)

@@ -16,13 +16,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from zarr.codecs import BytesCodec, GzipCodec, ShardingCodec, TransposeCodec, ZstdCodec
 
+from budget import examples
 from oracles import sample, write_zarr
 from zarrfs.engine.engine import Engine
 
 DTYPES = ["bool", "i1", "<i2", ">i4", "<u8", "<f2", "<f4", ">f8", "<c8", "S3", "<U2", "<M8[s]",
           [("a", "<i2"), ("b", "<f4")]]
 
-SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 @dataclass(frozen=True)

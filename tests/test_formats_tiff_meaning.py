@@ -16,6 +16,7 @@ import tifffile
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from budget import examples
 from clients import gdal_available, gdal_read, gdalinfo_json, imagej_available, imagej_describe
 from test_formats_tiff import write_sparse
 from zarrfs.conventions.semantics import Axis, Channel, GeoReference, Semantics
@@ -102,7 +103,7 @@ def test_identity_order_is_a_plain_layout() -> None:
     assert type(layout) is PlanePermutedLayout
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(
     names=st.sampled_from(["tczyx", "czyx", "zcyx", "ctyx", "ctzyx", "zctyx"]),
     lead=st.lists(st.integers(1, 4), min_size=3, max_size=3),

@@ -20,6 +20,7 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from budget import examples
 from zarrfs.codecs import V2ChunkCodec, V3ChunkCodec, parse_codecs
 from zarrfs.codecs.elements import BytesCodec
 from zarrfs.codecs.sharding import EMPTY, ShardingCodec
@@ -32,7 +33,7 @@ from zarrfs.model.v3 import parse_v3_array
 from make_broken_corpus import V2_CODECS, V3_CODECS, _seed_doc, _v2_doc, _v3_doc, _zp2_doc
 
 # A long run: ZARRFS_FUZZ_EXAMPLES=20000 python -m pytest tests/test_fuzz_parsers.py --hypothesis-show-statistics
-FUZZ = settings(max_examples=int(os.environ.get("ZARRFS_FUZZ_EXAMPLES", "400")), deadline=None,
+FUZZ = settings(max_examples=int(os.environ.get("ZARRFS_FUZZ_EXAMPLES", examples(400))), deadline=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 METADATA_ERRORS = (MetadataError, UnsupportedError)
 

@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from budget import examples
 from zarrfs.engine._gather import copy_into, preadv_into
 
 DTYPES = ["u1", "<u2", ">i4", "<f8", "M8[s]", "S3", "c16"]
@@ -36,7 +37,7 @@ def _filled(shape: tuple[int, ...], dtype: np.dtype, seed: int) -> np.ndarray:
     return raw.view(dtype).reshape(shape)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(strided_views(), st.integers(0, 2**32 - 1), st.booleans())
 def test_copy_into_equals_numpy_assignment(case: tuple[np.ndarray, tuple[slice, ...]], seed: int,
                                            transposed_source: bool) -> None:
@@ -50,7 +51,7 @@ def test_copy_into_equals_numpy_assignment(case: tuple[np.ndarray, tuple[slice, 
     assert base.tobytes() == expected.tobytes()  # the block written, nothing around it
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(strided_views(), st.integers(0, 64))
 def test_preadv_into_equals_file_bytes(tmp_path_factory: pytest.TempPathFactory,
                                        case: tuple[np.ndarray, tuple[slice, ...]], offset: int) -> None:

@@ -9,6 +9,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
+from budget import examples
 from zarrfs.engine.geometry import chunks_of_elements, element_range, plan_elements
 from zarrfs.errors import MetadataError, UnsupportedError
 from zarrfs.model.grids import ChunkGrid, RectilinearGrid, RegularGrid, parse_rectilinear, refine
@@ -126,7 +127,7 @@ def chunk_of(grid: ChunkGrid, array: np.ndarray, coords: tuple[int, ...]) -> np.
     return stored
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(grids(), st.data())
 def test_row_plans_of_whole_rows_fill_as_numpy(case: tuple[ChunkGrid, np.ndarray], data: st.DataObject) -> None:
     """Reads of whole rows of the last axis (a stream's 1 MiB reads of a wide array) planned as
@@ -154,7 +155,7 @@ def test_row_plans_of_whole_rows_fill_as_numpy(case: tuple[ChunkGrid, np.ndarray
     assert out.tobytes() == rows.tobytes()
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(grids(), st.data())
 def test_plans_fill_any_byte_range_as_numpy(case: tuple[ChunkGrid, np.ndarray], data: st.DataObject) -> None:
     grid, array = case
