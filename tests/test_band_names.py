@@ -20,7 +20,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import rioxarray
 import xarray as xr
 import zarr
 
@@ -35,6 +34,8 @@ SHAPE = (3, 30, 40)
 
 
 def raster() -> xr.DataArray:
+    import rioxarray  # noqa: F401  (the .rio accessor; imported here, not at collection: the fast subset skips it)
+
     data = np.arange(np.prod(SHAPE), dtype=np.uint16).reshape(SHAPE)
     y, x = 4000000 - 5 - 10 * np.arange(SHAPE[1]), 500005 + 10 * np.arange(SHAPE[2])
     return xr.DataArray(data, dims=("band", "y", "x"), coords={"y": y, "x": x}, name="refl").rio.write_crs(
@@ -50,6 +51,8 @@ def write_xarray(store: Path, zarr_format: int) -> np.ndarray:
 
 def write_rioxarray(store: Path, tmp: Path) -> np.ndarray:
     """rioxarray's way: a GeoTIFF with band descriptions, opened and written to Zarr (`long_name` list)."""
+    import rioxarray
+
     source = raster().assign_coords(band=[1, 2, 3])
     source.attrs["long_name"] = tuple(NAMES)
     source.rio.to_raster(tmp / "bands.tif")
