@@ -527,6 +527,18 @@ def test_help(command: tuple[str, ...]) -> None:
         assert option in result.stdout, option
 
 
+def test_mount_help_names_every_file_it_serves() -> None:
+    """`zarrfs mount --help` says what a user will find: every file kind of an array, and the
+    OME-TIFF of an image."""
+    from zarrfs.formats import FORMATS, OME_TIFF_SUFFIX
+
+    result = run_zarrfs("mount", "--help")
+    text = " ".join(result.stdout.split())
+    for suffix in FORMATS:
+        assert f"N{suffix}" in text, suffix
+    assert f"NAME{OME_TIFF_SUFFIX}" in text
+
+
 def test_version_names_zarrfs_its_libraries_and_the_loaded_libfuse() -> None:
     from importlib import metadata
 
