@@ -81,14 +81,14 @@ def entry_key(path: Path) -> str:
 
 def dir_bytes(directory: Path) -> int:
     """Bytes the files under `directory` take on disk; a file evicted while it is counted counts nothing."""
-    total = 0
-    for folder, _, files in os.walk(directory):
-        for name in files:
-            try:
-                total += os.lstat(os.path.join(folder, name)).st_blocks * 512
-            except FileNotFoundError:
-                pass
-    return total
+    return sum(_disk_bytes(os.path.join(folder, name)) for folder, _, files in os.walk(directory) for name in files)
+
+
+def _disk_bytes(path: str) -> int:
+    try:
+        return os.lstat(path).st_blocks * 512
+    except FileNotFoundError:
+        return 0
 
 
 @pytest.fixture
