@@ -14,6 +14,10 @@ alike. Both sides alike, too: the store's files are in the page cache, and a
 helper touches and frees 256 MiB right before every timed window
 (bench_data.recent_memory). With --trees, the mounts of several source trees
 (a change and main) run side by side with GDAL's driver in the same way.
+With --ceiling, a further side: the same file's bytes (copied once from a
+mount) served from memory by bench/memfs_ceiling.py with direct I/O, as
+zarrfs opens tiled files: what a FUSE daemon that had nothing to fetch or
+decode would reach here.
 Reported: per-run totals, medians, and per-run ratios (GDAL's Zarr driver
 seconds / the mounted file's seconds: above 1 the mount is faster).
 
@@ -26,6 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import shutil
 import sys
 import tempfile
 import time
@@ -71,6 +76,19 @@ def ensure_geo_store(root: Path = DEFAULT_ROOT) -> Path:
     return path
 
 
+def materialized(store: Path, work: Path, name: str) -> Path:
+    """A plain copy of the mounted file `name` (read once through a mount)."""
+    copy = work / "ceiling.tif"
+    with mounted(zarrfs_mount(store, work / "m-copy", "1G"), work / "m-copy"):
+        shutil.copyfile(work / "m-copy" / name, copy)
+    return copy
+
+
+def ceiling_mount(content: Path, mountpoint: Path) -> list[str]:
+    return [sys.executable, str(Path(__file__).resolve().parent / "memfs_ceiling.py"), str(mountpoint),
+            "--content", str(content), "--direct-io", "--foreground"]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--windows", type=int, default=16)
@@ -80,14 +98,17 @@ def main() -> None:
     parser.add_argument("--trees", default="",
                         help="NAME=DIR,...: time the mount of each source tree (the daemon's PYTHONPATH) "
                              "against the others and GDAL's driver; default: the installed zarrfs")
+    parser.add_argument("--ceiling", action="store_true",
+                        help="also time the file's bytes served from memory (memfs_ceiling.py --direct-io)")
     args = parser.parse_args()
     store = ensure_geo_store()
     trees = dict(item.split("=", 1) for item in args.trees.split(",") if item) or {"zarrfs": ""}
-    sides = [*trees, "gdal_zarr"]
+    sides = [*trees, "gdal_zarr", *(["memfs_ceiling"] if args.ceiling else [])]
     results: dict[str, list[float]] = {name: [] for name in sides}
     with tempfile.TemporaryDirectory(prefix="zarrfs-bench-geo-") as tmp:
         work = Path(tmp)
         out = work / "out.raw"
+        copy = materialized(store, work, args.file) if args.ceiling else None
         for run in range(args.repeat):
             spots = windows(args.windows, seed=run)
             with ExitStack() as mounts:
@@ -97,6 +118,10 @@ def main() -> None:
                     env = {"PYTHONPATH": tree} if tree else None
                     mounts.enter_context(mounted(zarrfs_mount(store, mountpoint, args.cache_size), mountpoint, env))
                     sources[name] = str(mountpoint / args.file)
+                if copy is not None:
+                    mountpoint = work / "m-ceiling"
+                    mounts.enter_context(mounted(ceiling_mount(copy, mountpoint), mountpoint))
+                    sources["memfs_ceiling"] = str(mountpoint / "file")
                 warm_page_cache(store)
                 totals = dict.fromkeys(sides, 0.0)
                 for i, spot in enumerate(spots):
@@ -118,7 +143,7 @@ def main() -> None:
         "median_ms_per_window": {name: 1000 * m / args.windows for name, m in medians.items()},
         # GDAL's Zarr driver / the mounted file, per run: above 1 the mount is faster.
         "ratio_per_run": {name: [z / t for z, t in zip(results["gdal_zarr"], results[name], strict=True)]
-                          for name in trees},
+                          for name in sides if name != "gdal_zarr"},
     }
     report["ratio_median_of_runs"] = {name: statistics.median(r) for name, r in report["ratio_per_run"].items()}
     print(json.dumps(report, indent=2))

@@ -1,11 +1,14 @@
 #!/usr/bin/env python3
 """Python FUSE ceiling: one read-only in-memory file, served with zarrfs's FUSE settings.
 
-    python bench/memfs_ceiling.py MOUNTPOINT [--size 1G] [--foreground] [--nothreads]
+    python bench/memfs_ceiling.py MOUNTPOINT [--size 1G] [--content FILE] [--direct-io]
+                                             [--foreground] [--nothreads]
 
 Mounts a directory holding a single file, ``file``, of ``--size`` bytes whose
 content is ``np.arange(n, dtype="<u8")`` (little-endian uint64 counter,
-truncated to ``--size`` bytes). Nothing is computed per read: ``read()``
+truncated to ``--size`` bytes), or a copy of FILE's bytes (``--content``).
+``--direct-io`` opens it as zarrfs opens its tiled TIFFs: every read reaches
+the daemon, no page cache and no kernel readahead. Nothing is computed per read: ``read()``
 hands libfuse a zero-copy ctypes view of the preallocated buffer, so this is
 the fastest a mfusepy file system can serve bytes on this machine, the peer
 zarrfs is benchmarked against. Like zarrfs it keeps each libfuse thread's
@@ -68,21 +71,27 @@ class MemFile(mfusepy.Operations):
 
     use_ns = True
 
-    def __init__(self, size: int, mountpoint: str, ready_fd: int | None = None) -> None:
-        self.size = size
+    def __init__(self, size: int, mountpoint: str, ready_fd: int | None = None, content: str | None = None,
+                 direct_io: bool = False) -> None:
+        self.size = os.path.getsize(content) if content else size
         self.mountpoint = mountpoint
         self.ready_fd = ready_fd
+        self.direct_io = direct_io
         self.destroyed = False
-        words = (size + 7) // 8
+        words = (self.size + 7) // 8
         # bytearray (writable) so read() can alias it with ctypes.from_buffer; filled in
         # blocks so that no 1 GiB temporary is allocated and freed.
         self.buf = bytearray(words * 8)
-        view = np.frombuffer(self.buf, dtype="<u8")
-        block = 1 << 23
-        for start in range(0, words, block):
-            stop = min(start + block, words)
-            view[start:stop] = np.arange(start, stop, dtype="<u8")
-        del view
+        if content:
+            with open(content, "rb") as source:
+                source.readinto(memoryview(self.buf)[:self.size])
+        else:
+            view = np.frombuffer(self.buf, dtype="<u8")
+            block = 1 << 23
+            for start in range(0, words, block):
+                stop = min(start + block, words)
+                view[start:stop] = np.arange(start, stop, dtype="<u8")
+            del view
         self.mtime_ns = time.time_ns()  # stable: a changing mtime makes the kernel drop the page cache
 
     # -- lifecycle --------------------------------------------------------------------------
@@ -142,8 +151,9 @@ class MemFile(mfusepy.Operations):
             raise mfusepy.FuseOSError(errno.ENOENT)
         if fi.flags & os.O_ACCMODE != os.O_RDONLY:
             raise mfusepy.FuseOSError(errno.EROFS)
-        fi.keep_cache = 1  # keep cached pages across opens: rereads never reach the daemon
-        fi.direct_io = 0  # page cache on: mmap works, rereads are free
+        # Page cache on (mmap works, rereads are free, kept across opens), unless --direct-io.
+        fi.direct_io = int(self.direct_io)
+        fi.keep_cache = 1 - fi.direct_io
         return 0
 
     def read(self, path: str, size: int, offset: int, fi: Any) -> Any:
@@ -156,10 +166,11 @@ class MemFile(mfusepy.Operations):
         return (ctypes.c_char * (end - offset)).from_buffer(self.buf, offset)
 
 
-def serve(mountpoint: str, size: int, nothreads: bool, ready_fd: int | None) -> int:
+def serve(mountpoint: str, size: int, nothreads: bool, ready_fd: int | None, content: str | None = None,
+          direct_io: bool = False) -> int:
     if ready_fd is not None:
         os.set_inheritable(ready_fd, False)  # keep it out of fusermount3 (auto_unmount watchdog)
-    fs = MemFile(size, mountpoint, ready_fd)
+    fs = MemFile(size, mountpoint, ready_fd, content, direct_io)
     try:
         mfusepy.FUSE(fs, mountpoint, raw_fi=True, foreground=True, nothreads=nothreads,
                      fsname="memfs_ceiling", subtype="memfs_ceiling", **FUSE_OPTIONS)
@@ -206,6 +217,8 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("mountpoint")
     p.add_argument("--size", type=parse_size, default=1 << 30, help="file size, e.g. 1G (default), 256M")
+    p.add_argument("--content", help="serve a copy of this file's bytes (the size is its size)")
+    p.add_argument("--direct-io", action="store_true", help="open with direct I/O, as zarrfs's tiled TIFFs")
     p.add_argument("--foreground", action="store_true", help="serve in this process until unmounted")
     p.add_argument("--nothreads", action="store_true", help="single-threaded libfuse loop (-s)")
     p.add_argument("--ready-fd", type=int, help=argparse.SUPPRESS)
@@ -214,8 +227,10 @@ def main() -> int:
     if mount_device(mountpoint) is not None:  # libfuse would stack a second mount on top
         p.error(f"{mountpoint} is already a mount point (stale? fusermount3 -u {mountpoint})")
     if args.foreground:
-        return serve(mountpoint, args.size, args.nothreads, args.ready_fd)
-    argv = [mountpoint, "--size", str(args.size)] + (["--nothreads"] if args.nothreads else [])
+        return serve(mountpoint, args.size, args.nothreads, args.ready_fd, args.content, args.direct_io)
+    argv = [mountpoint, "--size", str(args.size)] + (["--nothreads"] if args.nothreads else []) \
+        + (["--content", os.path.abspath(args.content)] if args.content else []) \
+        + (["--direct-io"] if args.direct_io else [])
     return daemonize(argv, mountpoint)
 
 
