@@ -4,7 +4,12 @@ Loads that a read waits for (demand) and loads started by readahead
 (prefetch) share the workers, but a worker always takes the oldest demand
 task first. A prefetch task that a read comes to need is promoted: it is
 queued again as demand, and whichever copy a worker takes first runs it; the
-other finds it claimed and does nothing. Threads start on first use.
+other finds it claimed and does nothing.
+
+Threads start as work needs them: a task submitted while no worker is idle
+starts one more, up to `workers`. A daemon serving one reader at a time
+(GDAL opening a window after another) keeps one or two, not the full
+number, and none exists before the first load (the daemon forks first).
 """
 
 from __future__ import annotations
@@ -51,18 +56,28 @@ class PriorityPool:
         self._order = itertools.count()
         self._threads: list[threading.Thread] = []
         self._lock = threading.Lock()
+        # Released by a worker each time it finishes a task: a submit that can take it leaves the
+        # task to that worker. It may count a worker that has taken a queued task since, so a task
+        # can wait for a worker to finish while the pool is below `workers`, never be lost.
+        self._idle = threading.Semaphore(0)
         self._closed = False
+
+    @property
+    def threads(self) -> int:
+        """Worker threads started so far."""
+        with self._lock:
+            return len(self._threads)
 
     def submit(self, task: Task, priority: int) -> None:
         with self._lock:
             if self._closed:
                 return
-            if not self._threads:
-                for i in range(self._workers):
-                    thread = threading.Thread(target=self._work, name=f"{self._name}-{i}", daemon=True)
-                    thread.start()
-                    self._threads.append(thread)
-        self._queue.put((priority, next(self._order), task))
+            self._queue.put((priority, next(self._order), task))
+            if self._idle.acquire(blocking=False) or len(self._threads) >= self._workers:
+                return
+            thread = threading.Thread(target=self._work, name=f"{self._name}-{len(self._threads)}", daemon=True)
+            thread.start()
+            self._threads.append(thread)
 
     def shutdown(self) -> None:
         """Stop the workers after their current task; queued tasks never run."""
@@ -86,3 +101,4 @@ class PriorityPool:
                 return
             if task.claim():
                 task.run()
+            self._idle.release()
