@@ -64,8 +64,9 @@ def stored_bytes(path: Path) -> int:
 
 
 def warm_page_cache(path: Path) -> None:
-    """Read every file once so every peer starts from the same (page-cached) store."""
-    for f in path.rglob("*"):
+    """Read every file once (`path` or the files under it) so every peer starts from the same
+    (page-cached) store."""
+    for f in [path] if path.is_file() else path.rglob("*"):
         if f.is_file():
             with open(f, "rb") as fh:
                 while fh.read(1 << 24):

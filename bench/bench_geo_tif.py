@@ -17,7 +17,11 @@ helper touches and frees 256 MiB right before every timed window
 With --ceiling, a further side: the same file's bytes (copied once from a
 mount) served from memory by bench/memfs_ceiling.py with direct I/O, as
 zarrfs opens tiled files: what a FUSE daemon that had nothing to fetch or
-decode would reach here.
+decode would reach here. With --plain 512,256, further sides: plain
+uncompressed GeoTIFFs of the raster with those tile sizes (written once by
+gdal_translate), read from the page cache with no FUSE at all, and each
+served from memory by memfs_ceiling.py as above: what GDAL reaches on
+decoded tiles of each size, with and without a FUSE daemon between.
 Reported: per-run totals, medians, and per-run ratios (GDAL's Zarr driver
 seconds / the mounted file's seconds: above 1 the mount is faster).
 
@@ -30,6 +34,7 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import subprocess
 import shutil
 import sys
 import tempfile
@@ -89,6 +94,15 @@ def ceiling_mount(content: Path, mountpoint: Path) -> list[str]:
             "--content", str(content), "--direct-io", "--foreground"]
 
 
+def plain_geotiff(store: Path, work: Path, tile: int) -> Path:
+    """The raster as an uncompressed tiled GeoTIFF with `tile`-sized tiles, as GDAL writes one."""
+    path = work / f"plain-{tile}.tif"
+    subprocess.run(["gdal_translate", "-q", "-co", "TILED=YES", "-co", f"BLOCKXSIZE={tile}", "-co",
+                    f"BLOCKYSIZE={tile}", "-co", "BIGTIFF=YES", f'ZARR:"{store}":/raster', str(path)],
+                   check=True, capture_output=True, timeout=600)
+    return path
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--windows", type=int, default=16)
@@ -100,15 +114,22 @@ def main() -> None:
                              "against the others and GDAL's driver; default: the installed zarrfs")
     parser.add_argument("--ceiling", action="store_true",
                         help="also time the file's bytes served from memory (memfs_ceiling.py --direct-io)")
+    parser.add_argument("--plain", default="", help="TILE,...: also time plain GeoTIFFs with these tile sizes, "
+                                                        "from the page cache and served from memory")
     args = parser.parse_args()
     store = ensure_geo_store()
     trees = dict(item.split("=", 1) for item in args.trees.split(",") if item) or {"zarrfs": ""}
-    sides = [*trees, "gdal_zarr", *(["memfs_ceiling"] if args.ceiling else [])]
+    tiles = [int(tile) for tile in args.plain.split(",") if tile]
+    served = {"memfs_ceiling": None} if args.ceiling else {}  # memfs sides: the file they serve
+    sides = [*trees, "gdal_zarr", *served, *(f"plain_{t}" for t in tiles), *(f"memfs_plain_{t}" for t in tiles)]
     results: dict[str, list[float]] = {name: [] for name in sides}
     with tempfile.TemporaryDirectory(prefix="zarrfs-bench-geo-") as tmp:
         work = Path(tmp)
         out = work / "out.raw"
-        copy = materialized(store, work, args.file) if args.ceiling else None
+        if args.ceiling:
+            served["memfs_ceiling"] = materialized(store, work, args.file)
+        plain = {f"plain_{tile}": plain_geotiff(store, work, tile) for tile in tiles}
+        served.update((f"memfs_{name}", path) for name, path in plain.items())
         for run in range(args.repeat):
             spots = windows(args.windows, seed=run)
             with ExitStack() as mounts:
@@ -118,11 +139,13 @@ def main() -> None:
                     env = {"PYTHONPATH": tree} if tree else None
                     mounts.enter_context(mounted(zarrfs_mount(store, mountpoint, args.cache_size), mountpoint, env))
                     sources[name] = str(mountpoint / args.file)
-                if copy is not None:
-                    mountpoint = work / "m-ceiling"
-                    mounts.enter_context(mounted(ceiling_mount(copy, mountpoint), mountpoint))
-                    sources["memfs_ceiling"] = str(mountpoint / "file")
-                warm_page_cache(store)
+                for name, content in served.items():
+                    mountpoint = work / f"m-{name}"
+                    mounts.enter_context(mounted(ceiling_mount(content, mountpoint), mountpoint))
+                    sources[name] = str(mountpoint / "file")
+                sources.update((name, str(path)) for name, path in plain.items())
+                for path in (store, *plain.values()):
+                    warm_page_cache(path)
                 totals = dict.fromkeys(sides, 0.0)
                 for i, spot in enumerate(spots):
                     # Side by side per window, the order turning each window, each after recent memory.
