@@ -8,6 +8,15 @@ import time
 from zarrfs.engine.pool import DEMAND, PREFETCH, PriorityPool, Task
 
 
+def settled(done: list, count: int) -> list:
+    """`done` once it holds `count` items (or after 5 s), and a moment more for any extra."""
+    deadline = time.monotonic() + 5
+    while len(done) < count and time.monotonic() < deadline:
+        time.sleep(0.005)
+    time.sleep(0.05)
+    return done
+
+
 def test_one_task_at_a_time_keeps_one_thread() -> None:
     pool = PriorityPool(8, "test-pool")
     try:
@@ -40,11 +49,7 @@ def test_a_burst_starts_threads_up_to_the_limit_and_runs_every_task_once() -> No
             pool.submit(task, DEMAND)  # promoted: queued twice, runs once
         assert pool.threads == 4  # every submit found no idle worker: as many as allowed
         release.set()
-        deadline = time.monotonic() + 5
-        while len(ran) < 12 and time.monotonic() < deadline:
-            time.sleep(0.005)
-        time.sleep(0.05)
-        assert sorted(ran) == list(range(12))
+        assert sorted(settled(ran, 12)) == list(range(12))
         assert pool.threads == 4
     finally:
         pool.shutdown()
@@ -60,10 +65,7 @@ def test_demand_goes_before_readahead() -> None:
             pool.submit(Task(order.append, f"prefetch-{i}"), PREFETCH)
         pool.submit(Task(order.append, "demand"), DEMAND)
         gate.set()
-        deadline = time.monotonic() + 5
-        while len(order) < 4 and time.monotonic() < deadline:
-            time.sleep(0.005)
-        assert order == ["demand", "prefetch-0", "prefetch-1", "prefetch-2"]
+        assert settled(order, 4) == ["demand", "prefetch-0", "prefetch-1", "prefetch-2"]
     finally:
         pool.shutdown()
 
