@@ -4,8 +4,19 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from zarrfs.engine.pool import DEMAND, PREFETCH, PriorityPool, Task
+
+
+@contextmanager
+def running(workers: int) -> Iterator[PriorityPool]:
+    pool = PriorityPool(workers, "test-pool")
+    try:
+        yield pool
+    finally:
+        pool.shutdown()
 
 
 def settled(done: list, count: int) -> list:
@@ -18,20 +29,16 @@ def settled(done: list, count: int) -> list:
 
 
 def test_one_task_at_a_time_keeps_one_thread() -> None:
-    pool = PriorityPool(8, "test-pool")
-    try:
+    with running(8) as pool:
         for _ in range(50):
             done = threading.Event()
             pool.submit(Task(done.set), DEMAND)
             assert done.wait(5)
             time.sleep(0.001)  # the worker is idle again before the next task
         assert pool.threads == 1
-    finally:
-        pool.shutdown()
 
 
 def test_a_burst_starts_threads_up_to_the_limit_and_runs_every_task_once() -> None:
-    pool = PriorityPool(4, "test-pool")
     release = threading.Event()
     ran: list[int] = []
     lock = threading.Lock()
@@ -41,7 +48,7 @@ def test_a_burst_starts_threads_up_to_the_limit_and_runs_every_task_once() -> No
         with lock:
             ran.append(i)
 
-    try:
+    with running(4) as pool:
         tasks = [Task(work, i) for i in range(12)]
         for task in tasks:
             pool.submit(task, PREFETCH)
@@ -51,23 +58,18 @@ def test_a_burst_starts_threads_up_to_the_limit_and_runs_every_task_once() -> No
         release.set()
         assert sorted(settled(ran, 12)) == list(range(12))
         assert pool.threads == 4
-    finally:
-        pool.shutdown()
 
 
 def test_demand_goes_before_readahead() -> None:
-    pool = PriorityPool(1, "test-pool")
     gate = threading.Event()
     order: list[str] = []
-    try:
+    with running(1) as pool:
         pool.submit(Task(gate.wait, 5), DEMAND)  # occupies the one worker
         for i in range(3):
             pool.submit(Task(order.append, f"prefetch-{i}"), PREFETCH)
         pool.submit(Task(order.append, "demand"), DEMAND)
         gate.set()
         assert settled(order, 4) == ["demand", "prefetch-0", "prefetch-1", "prefetch-2"]
-    finally:
-        pool.shutdown()
 
 
 def test_no_thread_before_the_first_task_and_none_after_shutdown() -> None:
