@@ -11,7 +11,9 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from collections.abc import Callable, Iterator
+import subprocess
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -272,21 +274,58 @@ def test_icechunk_on_s3(tmp_path: Path, s3: S3Server) -> None:
             engine.close()
 
 
+def run_at_once(commands: Sequence[tuple[str | os.PathLike, ...]],
+                together: int = 3) -> list[subprocess.CompletedProcess[str]]:
+    """`zarrfs` COMMAND for each command, `together` processes at a time (each waits on little but its imports)."""
+    with ThreadPoolExecutor(together) as pool:
+        return list(pool.map(lambda command: run_zarrfs(*command), commands))
+
+
+def damage(repository: Path, into: Path) -> Path:
+    """A copy of the repository whose snapshot files hold garbage."""
+    shutil.copytree(repository, into)
+    for snapshot in (into / "snapshots").iterdir():
+        snapshot.write_bytes(b"garbage")
+    return into
+
+
 def test_icechunk_bad_input(repository: Repository, tmp_path: Path) -> None:
-    result = run_zarrfs("tree", repository.path, "--ref", "nope")
-    assert result.returncode == 1
-    assert "--ref 'nope' names no branch, tag or snapshot" in result.stderr and "branches: dev, main" in result.stderr
     plain = tmp_path / "plain"
     plain.mkdir()
-    result = run_zarrfs("tree", plain, "--ref", "main")
-    assert result.returncode == 1 and "not an Icechunk repository" in result.stderr
-    damaged = tmp_path / "damaged"
-    shutil.copytree(repository.path, damaged)
-    for snapshot in (damaged / "snapshots").iterdir():
-        snapshot.write_bytes(b"garbage")
-    result = run_zarrfs("tree", damaged)
+    damaged = damage(repository.path, tmp_path / "damaged")
+    wrong_ref, not_icechunk, result = run_at_once(
+        [("tree", repository.path, "--ref", "nope"), ("tree", plain, "--ref", "main"), ("tree", damaged)])
+    assert wrong_ref.returncode == 1
+    assert "--ref 'nope' names no branch, tag or snapshot" in wrong_ref.stderr
+    assert "branches: dev, main" in wrong_ref.stderr
+    assert not_icechunk.returncode == 1 and "not an Icechunk repository" in not_icechunk.stderr
     assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
     assert result.stderr.startswith("zarrfs: error:") and result.stderr.count("\n") == 1, result.stderr
+
+
+def test_icechunk_commands_end_without_a_signal(repository: Repository, tmp_path: Path) -> None:
+    """icechunk's Rust threads hand each read's result to Python; one still taking the GIL back as the
+    interpreter finalizes aborts the process (SIGABRT) after its output, a race that processes running
+    at once make likely: every run here ends with its own status, healthy or damaged, tree or mount."""
+    damaged = damage(repository.path, tmp_path / "damaged")
+    mountpoints = [tmp_path / f"mnt{i}" for i in range(4)]
+    for mountpoint in mountpoints:
+        mountpoint.mkdir()
+    commands = [("tree", damaged)] * 10 + [("tree", repository.path)] * 6 + [("mount", damaged, m) for m in mountpoints]
+    try:
+        results = run_at_once(commands)
+    finally:
+        for mountpoint in mountpoints:
+            if is_mounted(mountpoint):
+                run_zarrfs("unmount", mountpoint)
+    for command, result in zip(commands, results, strict=True):
+        if command[1] == repository.path:
+            assert result.returncode == 0 and result.stdout.splitlines()[1].startswith("  img  array  shape=(6, 8)"), \
+                (command, result)
+        else:  # refused in one line, the mount point left as it was
+            assert result.returncode == 1, (command, result)
+            assert result.stderr.startswith("zarrfs: error:") and result.stderr.count("\n") == 1, (command, result)
+    assert not any(is_mounted(m) for m in mountpoints)
 
 
 # ------------------------------------------------------------ zarrfs.mounted()

@@ -120,12 +120,34 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.log_level = getattr(args, "log_level", None) or args.global_log_level or "warning"
     logging.basicConfig(level=args.log_level.upper(), format="zarrfs: %(levelname)s: %(message)s")
     quiet_library_warnings(args.log_level)
-    code = _run(args)
-    if getattr(args, "foreground", False):  # the mount daemon, its FUSE loop over
+    try:
+        code = _run(args)
+    except Exception:  # a bug: its traceback, as the interpreter would print it, and status 1
+        if not _foreign_threads_call_python():
+            raise
+        sys.excepthook(*sys.exc_info())
+        code = 1
+    # The mount daemon with its FUSE loop over, or a process that read an Icechunk repository.
+    if getattr(args, "foreground", False) or _foreign_threads_call_python():
         from .fuse.stopper import end_process
 
         end_process(code)  # not the interpreter's finalization: see `end_process`
     return code
+
+
+def _foreign_threads_call_python() -> bool:
+    """Whether threads that Python did not start may still need the GIL as the process ends.
+
+    icechunk (an Icechunk repository was read) answers each read from a
+    thread of its Rust (tokio) runtime, which hands the result to the event
+    loop with call_soon_threadsafe: the result is visible before that thread
+    has taken the GIL back from waking the loop. If the interpreter is
+    finalizing by then, CPython ends the thread with pthread_exit, whose
+    unwinding cannot pass the Rust frames: the process aborts (SIGABRT) after
+    its output, a crash to the user. Ending without finalization leaves that
+    thread to the kernel.
+    """
+    return "icechunk" in sys.modules
 
 
 def _run(args: argparse.Namespace) -> int:
