@@ -102,7 +102,20 @@ def open_session_store(source: str, storage_options: dict[str, Any], ref: str | 
         if _NEWER_FORMAT in str(exc):
             raise NotZarrError(f"{source}: {_newer_icechunk_needed(icechunk)}") from None
         raise NotZarrError(f"{source}: not an Icechunk repository, or it cannot be read: {_first_line(exc)}") from None
-    return _session(icechunk, repository, source, ref).store
+    session = _session(icechunk, repository, source, ref)
+    _check_snapshot(icechunk, repository, session, source)
+    return session.store
+
+
+def _check_snapshot(icechunk: Any, repository: Any, session: Any, source: str) -> None:
+    """Read the session's snapshot now. Icechunk's store answers "absent" for every key of a
+    snapshot it cannot read, which would call a damaged repository "not Zarr"."""
+    snapshot = session.snapshot_id
+    try:
+        next(iter(repository.ancestry(snapshot_id=snapshot)), None)
+    except icechunk.IcechunkError as exc:
+        raise NotZarrError(f"{source}: snapshot {snapshot} cannot be read ({_first_line(exc)}): "
+                           "the repository is damaged or incomplete") from None
 
 
 def _newer_icechunk_needed(icechunk: Any) -> str:
