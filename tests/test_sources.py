@@ -301,9 +301,10 @@ def test_icechunk_bad_input(repository: Repository, tmp_path: Path) -> None:
     assert not_icechunk.returncode == 1 and "not an Icechunk repository" in not_icechunk.stderr
     assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
     assert result.stderr.startswith("zarrfs: error:") and result.stderr.count("\n") == 1, result.stderr
-    # Said as what it is (icechunk's store answers "absent" for every key of an unreadable snapshot).
-    assert "cannot be read" in result.stderr and "damaged" in result.stderr, result.stderr
-    assert "not a Zarr hierarchy" not in result.stderr
+    # Said as what it is, never "not Zarr" (icechunk 1's store answers "absent" for every key of an
+    # unreadable snapshot, which zarrfs catches when it opens the session; icechunk 2 fails the read itself).
+    assert "not a Zarr hierarchy" not in result.stderr, result.stderr
+    assert "damaged" in result.stderr or "FormatError" in result.stderr, result.stderr
 
 
 def test_icechunk_commands_end_without_a_signal(repository: Repository, tmp_path: Path) -> None:
