@@ -58,15 +58,18 @@ def one_chunk_table(data: np.ndarray, token: int = 1) -> CachedReads:
 
 
 def c_serve(table: CachedReads) -> ctypes._CFuncPtr:
-    """The C entry point `_fast_read.c` calls (`serve(table, fh, out, size, offset)`), bound to `table`."""
+    """The C entry point `_fast_read.c` calls first (`serve(table, fh, out, size, offset, &missed)`),
+    bound to `table`."""
     capsule = table.serve_capsule()
     get_pointer = ctypes.pythonapi.PyCapsule_GetPointer
     get_pointer.restype, get_pointer.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
     entry = ctypes.cast(get_pointer(capsule, b"zarrfs.engine._cached_reads.serve"),
-                        ctypes.POINTER(ctypes.c_void_p * 2)).contents
+                        ctypes.POINTER(ctypes.c_void_p * 3)).contents  # serve, serve_loaded, table
     serve = ctypes.CFUNCTYPE(ctypes.c_long, ctypes.c_void_p, ctypes.c_uint64, ctypes.c_void_p, ctypes.c_size_t,
-                             ctypes.c_int64)(entry[0])
-    return lambda fh, out, size, offset: serve(entry[1], fh, out.ctypes.data, size, offset), capsule
+                             ctypes.c_int64, ctypes.POINTER(ctypes.c_int))(entry[0])
+    missed = ctypes.c_int(0)
+    return lambda fh, out, size, offset: serve(entry[2], fh, out.ctypes.data, size, offset,
+                                               ctypes.byref(missed)), capsule
 
 
 # ------------------------------------------------------------------ item 1

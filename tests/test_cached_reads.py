@@ -330,7 +330,7 @@ def test_a_reader_that_goes_takes_its_chunks_out_of_c(stored: tuple[Path, np.nda
             table.open_file(fh, token, 0, truth.nbytes, itemsize, shape, edges)
         assert table.serve_into(21, probe, 100 * ROW) == 16  # the old reader's chunks: still C's
         assert probe.tobytes() == truth.tobytes()[100 * ROW:100 * ROW + 16]
-        assert table.serve_into(22, probe, 100 * ROW) == -1  # the gone one's: not any more
+        assert table.serve_into(22, probe, 100 * ROW) == -2  # the gone one's: a miss now
         engine.cache.close()
         assert table.counters()["chunks"] == 0
     finally:
@@ -346,14 +346,21 @@ def test_the_fast_read_callback_is_installed_once_at_a_time() -> None:
     python_read = ctypes.CFUNCTYPE(ctypes.c_int)(lambda: 0)  # any callable address will do: nothing calls it
     address = ctypes.cast(python_read, ctypes.c_void_p).value
     table = CachedReads(1 << 20)
-    baseline = sys.getrefcount(table)
-    assert install(table.serve_capsule(), address, 16) > 0
+
+    def load_for_c(*_: object) -> tuple[int, int]:  # nothing calls it either
+        return 1, 0
+
+    baseline, loader_baseline = sys.getrefcount(table), sys.getrefcount(load_for_c)
+    assert install(table.serve_capsule(), address, 16, load_for_c) > 0
     assert sys.getrefcount(table) == baseline + 1  # the installed capsule keeps the table alive
+    assert sys.getrefcount(load_for_c) == loader_baseline + 1  # and the loader
     with pytest.raises(RuntimeError, match="installed already"):
-        install(table.serve_capsule(), address, 16)
+        install(table.serve_capsule(), address, 16, load_for_c)
+    with pytest.raises(ValueError, match="a loader"):
+        install(table.serve_capsule(), address, 16, None)
     uninstall()
-    assert sys.getrefcount(table) == baseline
-    assert install(table.serve_capsule(), address, 16) > 0  # a later mount of the same process
+    assert sys.getrefcount(table) == baseline and sys.getrefcount(load_for_c) == loader_baseline
+    assert install(table.serve_capsule(), address, 16, load_for_c) > 0  # a later mount of the same process
     uninstall()
 
 

@@ -141,7 +141,7 @@ def test_c_answers_a_stream_only_within_its_stretch(written: Callable) -> None:
         if len(cut):
             assert _front_read(engine, handle, offset + size, cut)  # ends exactly at the stretch's end
         after = np.empty(size, np.uint8)
-        assert table.serve_into(FH, after, stretch_end) == -1  # continues the stream past the stretch
+        assert table.serve_into(FH, after, stretch_end) == -2  # continues the stream past the stretch: a miss
         assert table.serve_into(FH, after, len(expected) // 2 + 12345) == size  # random, far away
         assert after.tobytes() == expected[len(expected) // 2 + 12345:][:size]
     finally:

@@ -31,7 +31,12 @@
  *   the random reads answered here, which only delays by one read the moment
  *   a stream that turns sequential is noticed.
  * - Anything unusual (a read outside the element region, a chunk not cached
- *   or not laid out as expected, too many pieces) is -1.
+ *   or not laid out as expected, too many pieces) is -1. Of those, a read that
+ *   only lacks chunks (or runs past its stretch) is a *miss*: the caller may
+ *   have Python load them (the front asks the open file once) and call
+ *   `serve_loaded`, which sets the stretch Python returned and answers the read
+ *   without checking the stream again, so that a cold read crosses into Python
+ *   once and its bytes are still copied here.
  * - Uncompressed chunks of local arrays are not cached: their files hold the
  *   elements as the reply wants them (engine/direct.py). Python registers the
  *   files it has read that way (`add_file`, a bounded number); C keeps its
@@ -131,12 +136,14 @@ typedef struct {
     struct Array *arrays[64];
     int64_t sequential_bytes; /* reads within max(4 x size, this) of the last one are sequential */
     /* Counters, under the lock. */
-    uint64_t served, served_in_streams, chunk_hits, latency[LATENCY_BUCKETS];
+    uint64_t served, served_in_streams, served_after_loading, chunk_hits, latency[LATENCY_BUCKETS];
 } CachedReads;
 
 /* What `zarrfs/fuse/_fast_read.c` calls, from the capsule `serve_capsule()` returns. */
 typedef struct {
-    long (*serve)(void *table, uint64_t fh, char *out, size_t size, int64_t offset);
+    long (*serve)(void *table, uint64_t fh, char *out, size_t size, int64_t offset, int *missed);
+    long (*serve_loaded)(void *table, uint64_t fh, char *out, size_t size, int64_t offset, int64_t until,
+                         int64_t began_ns);
     void *table;
 } ServeEntry;
 
@@ -313,18 +320,38 @@ static void unpin_chunks(CachedReads *self, Chunk *const *chunks, int n) {
 
 /* Copy [offset, offset + size) of file `fh` into `out` if every byte comes from cached chunks;
  * the bytes copied, or -1 (`out` may then hold some of them: the Python path writes it all).
+ * `*missed` is set when the -1 is a miss Python can mend by loading (see the top of this file).
  *
  * Bytes, not elements: the element region is the array's C-order bytes and a chunk holds its
  * elements in the same dtype and byte order, contiguous along the last axis, so a run of one
  * row inside one chunk is a run of the chunk's bytes, whatever the read's alignment. */
-static long serve(void *table, uint64_t fh, char *out, size_t size, int64_t offset) {
-    CachedReads *self = table;
-    int64_t began = now_ns();
+static long answer_read(CachedReads *self, uint64_t fh, char *out, size_t size, int64_t offset, int64_t until,
+                        int64_t began, int *missed);
+
+static long serve(void *table, uint64_t fh, char *out, size_t size, int64_t offset, int *missed) {
+    return answer_read(table, fh, out, size, offset, -1, now_ns(), missed);
+}
+
+/* `serve` once Python has loaded what a miss lacked: the file's stretch becomes `until` and the
+ * read is answered whether or not it continues the stream (`serve` counted it already); -1 if a
+ * chunk is still not here (a fill-value chunk, or one evicted since). `began_ns` (CLOCK_MONOTONIC)
+ * is when the read arrived, for its latency. */
+static long serve_loaded(void *table, uint64_t fh, char *out, size_t size, int64_t offset, int64_t until,
+                         int64_t began_ns) {
+    int missed;
+    return answer_read(table, fh, out, size, offset, until < 0 ? 0 : until, began_ns, &missed);
+}
+
+/* The body of both: `until` < 0 for a read arriving (`serve`), else the stretch Python allowed
+ * after loading for it (`serve_loaded`). */
+static long answer_read(CachedReads *self, uint64_t fh, char *out, size_t size, int64_t offset, int64_t until,
+                        int64_t began, int *missed) {
     long answer = -1;
     Chunk *used[MAX_PIECES_PER_READ];
     FilePiece from_files[MAX_PIECES_PER_READ];
     MemoryPiece from_memory[MAX_PIECES_PER_READ];
-    int pieces = 0, file_pieces = 0, memory_pieces = 0, in_stream = 0;
+    int pieces = 0, file_pieces = 0, memory_pieces = 0, in_stream = 0, loaded = until >= 0;
+    *missed = 0;
     /* Every sum below stays within int64 only for offsets and sizes whose bytes an int64 can
      * address: anything else is not served here. */
     if (offset < 0 || size == 0 || size > MAX_READ_BYTES || offset > INT64_MAX - (int64_t)size)
@@ -333,16 +360,23 @@ static long serve(void *table, uint64_t fh, char *out, size_t size, int64_t offs
     File *f = find_file(self, fh);
     if (f == NULL)
         goto done;
-    in_stream = continues_stream(self, f, offset, (int64_t)size);
     int64_t start = offset - f->region_start, stop = start + (int64_t)size;
-    if (start < 0 || stop > f->region_bytes || (in_stream && stop > f->stream_until))
+    if (loaded)
+        f->stream_until = until;
+    else
+        in_stream = continues_stream(self, f, offset, (int64_t)size);
+    if (start < 0 || stop > f->region_bytes)
         goto done;
+    if (in_stream && stop > f->stream_until) {
+        *missed = 1;
+        goto done;
+    }
     int last = f->ndim - 1;
     int64_t item = f->itemsize, row_bytes = f->shape[last] * item, edge_bytes = f->edges[last] * item;
     char *to = out;
     for (int64_t at = start; at < stop;) {
         int64_t row = at / row_bytes, from = at % row_bytes;
-        int64_t until = stop - at < row_bytes - from ? from + (stop - at) : row_bytes; /* bytes of this row */
+        int64_t until_byte = stop - at < row_bytes - from ? from + (stop - at) : row_bytes; /* bytes of this row */
         int64_t within[MAX_DIMS], lead = 0, place = 1;
         for (int axis = last - 1; axis >= 0; axis--) {
             int64_t index = row % f->shape[axis];
@@ -353,12 +387,16 @@ static long serve(void *table, uint64_t fh, char *out, size_t size, int64_t offs
         }
         if (row != 0) /* past the array's last row */
             goto done;
-        for (int64_t b = from; b < until;) {
+        for (int64_t b = from; b < until_byte;) {
             int64_t c = b / edge_bytes, chunk_start = c * edge_bytes;
-            int64_t piece_end = until < chunk_start + edge_bytes ? until : chunk_start + edge_bytes;
-            Chunk *chunk = pieces < MAX_PIECES_PER_READ ? find_chunk(self, f->token, lead * f->counts[last] + c) : NULL;
-            if (chunk == NULL)
+            int64_t piece_end = until_byte < chunk_start + edge_bytes ? until_byte : chunk_start + edge_bytes;
+            if (pieces == MAX_PIECES_PER_READ)
                 goto done;
+            Chunk *chunk = find_chunk(self, f->token, lead * f->counts[last] + c);
+            if (chunk == NULL) {
+                *missed = 1;
+                goto done;
+            }
             int64_t at_chunk = b - chunk_start;
             RawFile *file = chunk->file;
             if (file != NULL) { /* read after the lock is let go (`read_file_pieces`) */
@@ -387,7 +425,7 @@ static long serve(void *table, uint64_t fh, char *out, size_t size, int64_t offs
             to += piece_end - b;
             b = piece_end;
         }
-        at = (at / row_bytes) * row_bytes + until;
+        at = (at / row_bytes) * row_bytes + until_byte;
     }
     for (int i = 0; i < pieces; i++)
         used[i]->touched = 1;
@@ -408,6 +446,7 @@ done:
         self->chunk_hits += (uint64_t)pieces;
         self->served++;
         self->served_in_streams += (uint64_t)in_stream;
+        self->served_after_loading += (uint64_t)loaded;
         int64_t micros = (now_ns() - began) / 1000;
         int bucket = bit_length((uint64_t)(micros > 0 ? micros : 0));
         self->latency[bucket < LATENCY_BUCKETS ? bucket : LATENCY_BUCKETS - 1]++;
@@ -753,11 +792,12 @@ static PyObject *allow_stream(CachedReads *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
-static PyObject *serve_into(CachedReads *self, PyObject *args) {
+static PyObject *serve_into(CachedReads *self, PyObject *args, PyObject *kwargs) {
+    static char *names[] = {"fh", "out", "offset", "loaded_until", NULL};
     unsigned long long fh;
-    long long offset;
+    long long offset, loaded_until = -1;
     PyObject *target;
-    if (!PyArg_ParseTuple(args, "KOL:serve_into", &fh, &target, &offset))
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "KOL|$L:serve_into", names, &fh, &target, &offset, &loaded_until))
         return NULL;
     Py_buffer out;
     if (PyObject_GetBuffer(target, &out, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0)
@@ -768,16 +808,19 @@ static PyObject *serve_into(CachedReads *self, PyObject *args) {
                             out.len, offset);
     }
     long n;
+    int missed;
     Py_BEGIN_ALLOW_THREADS
-    n = serve(self, fh, out.buf, (size_t)out.len, offset);
+    n = loaded_until < 0 ? serve(self, fh, out.buf, (size_t)out.len, offset, &missed)
+                         : serve_loaded(self, fh, out.buf, (size_t)out.len, offset, loaded_until, now_ns());
     Py_END_ALLOW_THREADS
     PyBuffer_Release(&out);
-    return PyLong_FromLong(n);
+    return PyLong_FromLong(n < 0 && loaded_until < 0 && missed ? -2 : n);
 }
 
 static PyObject *counters(CachedReads *self, UNUSED PyObject *unused) {
     pthread_mutex_lock(&self->lock);
     uint64_t served = self->served, in_streams = self->served_in_streams, hits = self->chunk_hits;
+    uint64_t after_loading = self->served_after_loading;
     uint64_t latency[LATENCY_BUCKETS];
     memcpy(latency, self->latency, sizeof latency);
     size_t chunks = self->chunk_count;
@@ -787,9 +830,10 @@ static PyObject *counters(CachedReads *self, UNUSED PyObject *unused) {
         return NULL;
     for (int i = 0; i < LATENCY_BUCKETS; i++)
         PyList_SET_ITEM(buckets, i, PyLong_FromUnsignedLongLong(latency[i]));
-    return Py_BuildValue("{sKsKsKsnsN}", "reads", (unsigned long long)served, "reads_in_streams",
-                         (unsigned long long)in_streams, "chunk_hits", (unsigned long long)hits, "chunks",
-                         (Py_ssize_t)chunks, "latency_buckets", buckets);
+    return Py_BuildValue("{sKsKsKsKsnsN}", "reads", (unsigned long long)served, "reads_in_streams",
+                         (unsigned long long)in_streams, "reads_after_loading", (unsigned long long)after_loading,
+                         "chunk_hits", (unsigned long long)hits, "chunks", (Py_ssize_t)chunks,
+                         "latency_buckets", buckets);
 }
 
 static void free_serve_entry(PyObject *capsule) {
@@ -805,6 +849,7 @@ static PyObject *serve_capsule(CachedReads *self, UNUSED PyObject *unused) {
     if (entry == NULL)
         return PyErr_NoMemory();
     entry->serve = serve;
+    entry->serve_loaded = serve_loaded;
     entry->table = self;
     PyObject *capsule = PyCapsule_New(entry, "zarrfs.engine._cached_reads.serve", free_serve_entry);
     if (capsule == NULL) {
@@ -891,12 +936,13 @@ static PyMethodDef cached_reads_methods[] = {
     {"allow_stream", (PyCFunction)allow_stream, METH_VARARGS,
      "allow_stream(fh, until): reads continuing the file's sequential stream may be answered here while "
      "they end at or before byte `until` of the element region (0: none)."},
-    {"serve_into", (PyCFunction)serve_into, METH_VARARGS,
-     "serve_into(fh, out, offset) -> int: `serve` for a writable buffer (len(out) bytes): bytes, or -1 "
-     "(OverflowError for an offset below 0 or a range past 2**63)."},
+    {"serve_into", (PyCFunction)(void (*)(void))serve_into, METH_VARARGS | METH_KEYWORDS,
+     "serve_into(fh, out, offset, *, loaded_until=-1) -> int: `serve` for a writable buffer (len(out) "
+     "bytes): bytes, -2 for a miss loading can mend, -1 for anything else (OverflowError for an offset "
+     "below 0 or a range past 2**63). With `loaded_until` >= 0, `serve_loaded` with that stretch."},
     {"counters", (PyCFunction)counters, METH_NOARGS,
-     "{'reads', 'reads_in_streams', 'chunk_hits', 'chunks', 'latency_buckets'}: reads served here (of "
-     "them, in sequential streams), their latency in power-of-two microsecond buckets "
+     "{'reads', 'reads_in_streams', 'reads_after_loading', 'chunk_hits', 'chunks', 'latency_buckets'}: "
+     "reads served here (of them, in sequential streams, and after Python loaded their chunks), their latency in power-of-two microsecond buckets "
      "(as zarrfs.fuse.service_times)."},
     {"serve_capsule", (PyCFunction)serve_capsule, METH_NOARGS,
      "A capsule with the C entry point, for zarrfs.fuse._fast_read (it keeps this object alive)."},

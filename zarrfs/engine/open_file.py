@@ -10,7 +10,9 @@ Everything else belongs to the engine and stays here:
   C-order bytes, of a regular grid, is registered with the C table
   (engine/_cached_reads.c), which then answers reads of cached chunks
   without Python, a sequential stream's only within the stretch readahead
-  allows it (`ArrayReader` grants the stretches through the stream).
+  allows it (`ArrayReader` grants the stretches through the stream). A read
+  C misses comes to `load_for_c` once (from fuse/_fast_read.c, through the
+  front): the read is tracked, its chunks loaded, and C copies it.
 """
 
 from __future__ import annotations
@@ -32,10 +34,21 @@ class OpenFile:
         self.reader = reader
         self.stream = ReadStream()
         self.c_layout = self._c_layout(region)
+        self._region_start = region[0] if region is not None else 0
 
     def read_region(self, start: int, stop: int, out: np.ndarray) -> int:
         """Bytes [start, stop) of the element region into `out`; the count."""
         return self.reader.read_into(start, stop, out, self.stream)
+
+    def load_for_c(self, offset: int, out: np.ndarray, write: bool) -> int | None:
+        """A read C missed, of `len(out)` bytes at file `offset` in the element region: the
+        stretch C may answer next once it has copied this read from the chunks now cached, or
+        None when the bytes were written into `out` here (always, with `write`)."""
+        start = offset - self._region_start
+        if write:
+            self.reader.fill_region(start, start + len(out), out)
+            return None
+        return self.reader.load_for_c(start, start + len(out), out, self.stream)
 
     def attach(self, handle: int) -> bool:
         """The front numbered this open file `handle`: let C answer its reads where it can.

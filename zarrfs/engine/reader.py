@@ -98,7 +98,10 @@ class ArrayReader:
         size = stop - start
         if stream is not None:
             with stream.lock:  # one read at a time updates the stream (`ReadStream`)
+                granted = stream.c_until
                 sequential = self._track(stream, start, stop)
+                if stream.c_handle is not None and (granted or stream.c_until):
+                    self.cache.served.table.allow_stream(stream.c_handle, stream.c_until)
             if sequential:
                 window_bytes = self.readahead.window_bytes
                 if size < window_bytes:  # a window pays for small reads
@@ -108,6 +111,28 @@ class ArrayReader:
                         return size
         self._fill_bytes(start, stop, out if len(out) == size else out[:size])
         return size
+
+    def load_for_c(self, start: int, stop: int, out: np.ndarray, stream: ReadStream) -> int | None:
+        """A read of bytes [start, stop) that the C path missed (a chunk not cached, or the stream
+        past its stretch): readahead sees it and its chunks are loaded. The stretch C may answer
+        next (C copies this read from the chunks, all cached now), or None when this wrote `out`
+        itself: chunk files read raw, or a chunk C does not hold (a fill-value chunk)."""
+        with stream.lock:
+            self._track(stream, start, stop)
+            until = stream.c_until
+        if self._files is None:
+            keys = [(self._key_prefix, c) for c in self.readahead.chunks_between(start, stop)]
+            values = self._leased(keys)
+            self.cache.release(values)
+            if all(self.cache.served.holds(key, value) for key, value in values.items()):
+                return until
+        self._fill_bytes(start, stop, out)
+        self.cache.served.table.allow_stream(stream.c_handle, until)
+        return None
+
+    def fill_region(self, start: int, stop: int, out: np.ndarray) -> None:
+        """Bytes [start, stop) into `out` (its length), with no readahead: a read already tracked."""
+        self._fill_bytes(start, stop, out)
 
     def _track(self, stream: ReadStream, start: int, stop: int) -> bool:
         """Readahead's bookkeeping of a read of [start, stop) (the stream's lock held); whether
@@ -134,7 +159,8 @@ class ArrayReader:
         return stream.sequential
 
     def _allow_c(self, stream: ReadStream) -> None:
-        """Let the C path answer the stream's next reads, as far as readahead has nothing to do."""
+        """The stretch of the stream's next reads the C path may answer, as far as readahead has
+        nothing to do (`stream.c_until`; the caller tells C)."""
         if stream.c_handle is None:
             return
         until = self.readahead.c_stretch(stream)
@@ -149,7 +175,6 @@ class ArrayReader:
             if used:
                 self.cache.note_read([(self._key_prefix, c) for c in used])
             stream.c_until = until
-            self.cache.served.table.allow_stream(stream.c_handle, until)
             if self._files is not None and until > stream.next_offset:
                 self._open_ahead_in_c(stream.next_offset, min(until, stream.next_offset + RAW_AHEAD_BYTES))
 

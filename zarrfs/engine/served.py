@@ -72,13 +72,19 @@ class ServedChunks:
 
     def cached(self, key: Hashable, value: Any) -> None:
         """The cache now holds `value` under `key`."""
+        if self.holds(key, value):
+            token, index, _ = self._place(key)  # type: ignore[misc]
+            self.table.add_chunk(token, index, value)
+
+    def holds(self, key: Hashable, value: Any) -> bool:
+        """Whether C reads `value` when the cache holds it under `key`: a chunk of a registered
+        array, with its elements as the reader would copy them."""
         place = self._place(key)
         if place is None:
-            return
-        token, index, dtype = place
-        if isinstance(value, np.ndarray) and value.dtype == dtype and not dtype.hasobject \
-                and value.ndim == len(key[1]):  # type: ignore[index]
-            self.table.add_chunk(token, index, value)
+            return False
+        dtype = place[2]
+        return isinstance(value, np.ndarray) and value.dtype == dtype and not dtype.hasobject \
+            and value.ndim == len(key[1])  # type: ignore[index]
 
     def open_raw_file(self, key: Hashable, path: str, shape: tuple[int, ...]) -> None:
         """C may read chunk `key` from its file at `path` (C-order elements of the array's dtype,

@@ -66,20 +66,25 @@ static int started_by_threading(void) {
     return started;
 }
 
-static PyObject *keep(UNUSED PyObject *self, UNUSED PyObject *unused) {
+/* Keep the calling thread's state (the GIL held); 0, or -1 with an exception set. */
+static int keep_current(void) {
     if (!key_ready || pthread_getspecific(kept_key) != NULL)
-        Py_RETURN_NONE;
+        return 0;
     int started = started_by_threading();
     if (started != 0) {
         if (started > 0)
             PyErr_SetString(PyExc_RuntimeError, "keep(): a thread that threading started ends its own thread state");
-        return NULL;
+        return -1;
     }
     PyGILState_Ensure(); /* the GIL is held: this only counts one more reference */
-    if (pthread_setspecific(kept_key, PyThreadState_Get()) != 0) {
+    if (pthread_setspecific(kept_key, PyThreadState_Get()) != 0)
         PyGILState_Release(PyGILState_LOCKED);
-        Py_RETURN_NONE;
-    }
+    return 0;
+}
+
+static PyObject *keep(UNUSED PyObject *self, UNUSED PyObject *unused) {
+    if (keep_current() < 0)
+        return NULL;
     Py_RETURN_NONE;
 }
 
@@ -95,13 +100,19 @@ static PyMethodDef threadstate_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
-static int threadstate_exec(UNUSED PyObject *module) {
+static int threadstate_exec(PyObject *module) {
     if (!key_ready) {
         if (pthread_key_create(&kept_key, end_thread_state) != 0) {
             PyErr_SetString(PyExc_OSError, "pthread_key_create failed");
             return -1;
         }
         key_ready = 1;
+    }
+    /* `keep` for C: zarrfs/fuse/_fast_read.c calls it on the threads it brings into Python itself. */
+    PyObject *capsule = PyCapsule_New((void *)keep_current, "zarrfs.fuse._threadstate.keep_c", NULL);
+    if (capsule == NULL || PyModule_AddObject(module, "keep_c", capsule) < 0) {
+        Py_XDECREF(capsule);
+        return -1;
     }
     return 0;
 }

@@ -40,6 +40,8 @@ _QUIET_ERRNOS = {errno.ENOENT, errno.EROFS}  # normal answers, not worth a log l
 # Distinct failures remembered for logging each once; a bound keeps memory flat
 # on a store that fails everywhere (later ones then log every time).
 _MAX_REPORTED = 10_000
+# What `load_for_c` answers C (fuse/_fast_read.c keeps the same numbers).
+LOADED, WRITTEN = 0, 1
 
 
 def _errno_boundary(method: F) -> F:
@@ -190,6 +192,31 @@ class ZarrOperations(mfusepy.Operations):
         finally:
             self.read_times.record(start)
 
+    def load_for_c(self, fh: int, path: str | None, offset: int, out: memoryview, write: bool) -> tuple[int, int]:
+        """C's read of `len(out)` bytes at `offset` in the element region of open file `fh` found
+        chunks missing (or ran past its stream's stretch): _fast_read.c asks here once.
+
+        (LOADED, until): the chunks are loaded and C copies the read; (WRITTEN, 0): the bytes are
+        in `out` (always so with `write`: C found a chunk still missing); (-errno, 0): the read
+        fails, logged as any read here is."""
+        opened = self._handles.get(fh)
+        if opened is None or opened.file is None:
+            return -errno.EBADF, 0
+        start = time.perf_counter_ns()
+        try:
+            until = opened.file.load_for_c(offset, np.frombuffer(out, np.uint8), write)
+        except ZarrfsError as exc:
+            if exc.errno not in _QUIET_ERRNOS:
+                self.report_once(f"read {path}", exc)
+            return -exc.errno, 0
+        except Exception:
+            log.exception("read %s: unexpected error", path)
+            return -errno.EIO, 0
+        if until is None:
+            self.read_times.record(start)  # answered here: C records the reads it copies
+            return WRITTEN, 0
+        return LOADED, until
+
     @_errno_boundary
     def release(self, path: str, fi: Any) -> int:
         with self._lock:
@@ -218,8 +245,9 @@ class ReplyBufferFUSE(mfusepy.FUSE):
     much CPU as the rest of a small read's Python work.
 
     The read callback libfuse calls is `_fast_read.c`'s: it asks the engine's
-    C path (engine/_cached_reads.c) first and calls mfusepy's callback, the
-    Python path, for every read that path does not answer. mfusepy fills the
+    C path (engine/_cached_reads.c) first; a read that only lacks chunks comes
+    to `load_for_c` once and is copied in C; every other read goes to
+    mfusepy's callback, the Python path. mfusepy fills the
     operations table and mounts in one call, so the table is changed on its
     way to `fuse_main_real`.
     """
@@ -232,7 +260,7 @@ class ReplyBufferFUSE(mfusepy.FUSE):
             try:
                 address = install_fast_read(operations.tree.fast_read_entry(),
                                             ctypes.cast(python_read, ctypes.c_void_p).value,
-                                            mfusepy.fuse_file_info.fh.offset)
+                                            mfusepy.fuse_file_info.fh.offset, operations.load_for_c)
             except RuntimeError:  # another mount of this process has it: this one keeps the Python path
                 log.info("reads of this mount all take the Python path: another mount in this process "
                          "answers from cached chunks in C")
