@@ -10,6 +10,8 @@ import json
 import os
 import random
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import numcodecs
@@ -41,6 +43,18 @@ def stored(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, np.ndarray]:
     return path, truth
 
 
+@contextmanager
+def _attached(path: Path, cache_mib: int) -> Iterator[tuple[Engine, Handle]]:
+    """An engine over the store and its `.raw` opened and attached to C as file FH."""
+    engine = Engine.open(str(path), options=EngineOptions(cache_bytes=cache_mib << 20))
+    try:
+        handle = VirtualTree(engine, root_name="a").open("/a.raw")
+        assert handle.attach(FH)
+        yield engine, handle
+    finally:
+        engine.close()
+
+
 def _front_read(engine: Engine, handle: Handle, offset: int, size: int, calls: list[int]) -> bytes:
     """One read of the `.raw` as fuse/_fast_read.c does it: C, then on a miss the loader once and C
     again, then the loader writing the bytes if a chunk is still missing."""
@@ -65,10 +79,7 @@ def test_cold_reads_cross_once_and_every_byte_is_right(stored: tuple[Path, np.nd
     calls the loader once, C copies what it loaded, the bytes equal numpy's."""
     path, truth = stored
     expected = truth.tobytes()
-    engine = Engine.open(str(path), options=EngineOptions(cache_bytes=cache_mib << 20))
-    try:
-        handle = VirtualTree(engine, root_name="a").open("/a.raw")
-        assert handle.attach(FH)
+    with _attached(path, cache_mib) as (engine, handle):
         rng = random.Random(3)
         calls: list[int] = []
         for _ in range(200):
@@ -83,8 +94,6 @@ def test_cold_reads_cross_once_and_every_byte_is_right(stored: tuple[Path, np.nd
         assert engine.cache.served.table.counters()["reads_after_loading"] > 0
         if cache_mib == 64:  # readahead loaded ahead of the stream: most of its reads needed no loader
             assert len(calls) < len(expected) // size // 2, len(calls)
-    finally:
-        engine.close()
 
 
 def test_a_chunk_that_leaves_before_the_copy_is_written_by_python(stored: tuple[Path, np.ndarray]) -> None:
@@ -92,10 +101,7 @@ def test_a_chunk_that_leaves_before_the_copy_is_written_by_python(stored: tuple[
     misses, and the loader's second call writes the bytes itself."""
     path, truth = stored
     expected = truth.tobytes()
-    engine = Engine.open(str(path), options=EngineOptions(cache_bytes=64 << 20))
-    try:
-        handle = VirtualTree(engine, root_name="a").open("/a.raw")
-        assert handle.attach(FH)
+    with _attached(path, 64) as (engine, handle):
         table = engine.cache.served.table
         out = np.zeros(5000, np.uint8)
         offset = 3 * CHUNKS[0] * SHAPE[1] * 4 + 123
@@ -106,8 +112,6 @@ def test_a_chunk_that_leaves_before_the_copy_is_written_by_python(stored: tuple[
         assert table.serve_into(FH, out, offset, loaded_until=until) == -1
         assert handle.file.load_for_c(offset, out, True) is None
         assert out.tobytes() == expected[offset:offset + len(out)]
-    finally:
-        engine.close()
 
 
 def test_a_read_of_chunks_never_written_is_written_by_python(stored: tuple[Path, np.ndarray]) -> None:
@@ -115,17 +119,12 @@ def test_a_read_of_chunks_never_written_is_written_by_python(stored: tuple[Path,
     at the first call and says so (None)."""
     path, truth = stored
     expected = truth.tobytes()
-    engine = Engine.open(str(path), options=EngineOptions(cache_bytes=64 << 20))
-    try:
-        handle = VirtualTree(engine, root_name="a").open("/a.raw")
-        assert handle.attach(FH)
+    with _attached(path, 64) as (engine, handle):
         out = np.zeros(8192, np.uint8)
         offset = len(expected) - 3 * len(out)
         assert engine.cache.served.table.serve_into(FH, out, offset) == -2
         assert handle.file.load_for_c(offset, out, False) is None
         assert out.tobytes() == expected[offset:offset + len(out)]
-    finally:
-        engine.close()
 
 
 def test_a_mount_answers_cold_reads_in_c_after_one_load(stored: tuple[Path, np.ndarray], tmp_path: Path) -> None:

@@ -62,12 +62,18 @@ static int64_t now_ns(void) {
     return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
 }
 
-/* One call of the loader (the GIL held); its outcome, `*until` set for LOADED, or TO_PYTHON_PATH
- * if it raised or answered something else. */
-static long call_loader(uint64_t fh, PyObject *name, int64_t offset, PyObject *out, int write, int64_t *until) {
-    PyObject *result = PyObject_CallFunction(loader, "KOLOi", (unsigned long long)fh, name, (long long)offset,
-                                             out, write);
+/* One call of the loader, with the GIL taken for it alone: its outcome, `*until` set for LOADED,
+ * or TO_PYTHON_PATH if it raised or answered something else. */
+static long ask_loader(const char *path, uint64_t fh, char *buf, size_t size, int64_t offset, int write,
+                       int64_t *until) {
     long long outcome = TO_PYTHON_PATH, stretch = 0;
+    PyGILState_STATE gil = PyGILState_Ensure();
+    if (keep_thread_state() < 0) /* not a libfuse thread: its state is made and ended per call, as ctypes does */
+        PyErr_Clear();
+    PyObject *out = PyMemoryView_FromMemory(buf, (Py_ssize_t)size, PyBUF_WRITE);
+    PyObject *name = path != NULL ? PyUnicode_DecodeFSDefault(path) : Py_NewRef(Py_None);
+    PyObject *result = out == NULL || name == NULL ? NULL :
+        PyObject_CallFunction(loader, "KOLOi", (unsigned long long)fh, name, (long long)offset, out, write);
     if (result == NULL || !PyArg_ParseTuple(result, "LL", &outcome, &stretch)
             || !(outcome == LOADED || outcome == WRITTEN || (outcome < 0 && outcome >= -4095))) {
         if (PyErr_Occurred())
@@ -75,44 +81,34 @@ static long call_loader(uint64_t fh, PyObject *name, int64_t offset, PyObject *o
         outcome = TO_PYTHON_PATH;
     }
     Py_XDECREF(result);
-    *until = stretch;
-    return (long)outcome;
-}
-
-/* A miss: the loader loads what the read lacks, then the engine copies it (see the top). */
-static long load_then_serve(const char *path, uint64_t fh, char *buf, size_t size, int64_t offset) {
-    int64_t began = now_ns(), until = 0;
-    long answer = TO_PYTHON_PATH;
-    PyGILState_STATE gil = PyGILState_Ensure();
-    if (keep_thread_state() < 0) /* not a libfuse thread: its state is made and ended per call, as ctypes does */
-        PyErr_Clear();
-    PyObject *out = PyMemoryView_FromMemory(buf, (Py_ssize_t)size, PyBUF_WRITE);
-    PyObject *name = path != NULL ? PyUnicode_DecodeFSDefault(path) : Py_NewRef(Py_None);
-    if (out != NULL && name != NULL) {
-        long outcome = call_loader(fh, name, offset, out, 0, &until);
-        if (outcome == LOADED) {
-            Py_BEGIN_ALLOW_THREADS
-            answer = entry->serve_loaded(entry->table, fh, buf, size, offset, until, began);
-            Py_END_ALLOW_THREADS
-            if (answer < 0) /* a chunk left the cache meanwhile, or C does not hold it */
-                outcome = call_loader(fh, name, offset, out, 1, &until);
-        }
-        if (outcome == WRITTEN)
-            answer = (long)size;
-        else if (outcome < 0 && outcome != TO_PYTHON_PATH)
-            answer = outcome;
-        /* libfuse reuses `buf`: nothing may write to it through this view once the read is answered */
+    if (out != NULL) { /* libfuse reuses `buf`: nothing may write to it through this view after the call */
         PyObject *released = PyObject_CallMethod(out, "release", NULL);
         if (released == NULL)
             PyErr_WriteUnraisable(out);
         Py_XDECREF(released);
-    } else {
-        PyErr_WriteUnraisable(NULL);
     }
     Py_XDECREF(out);
     Py_XDECREF(name);
     PyGILState_Release(gil);
-    return answer;
+    *until = stretch;
+    return (long)outcome;
+}
+
+/* A miss: the loader loads what the read lacks, then the engine copies it with no GIL held (see
+ * the top); TO_PYTHON_PATH if the loader could not answer. */
+static long load_then_serve(const char *path, uint64_t fh, char *buf, size_t size, int64_t offset) {
+    int64_t began = now_ns(), until = 0;
+    long outcome = ask_loader(path, fh, buf, size, offset, 0, &until);
+    if (outcome == LOADED) {
+        long answer = entry->serve_loaded(entry->table, fh, buf, size, offset, until, began);
+        if (answer >= 0)
+            return answer;
+        /* a chunk left the cache meanwhile, or C does not hold it: the loader writes the bytes */
+        outcome = ask_loader(path, fh, buf, size, offset, 1, &until);
+    }
+    if (outcome == WRITTEN)
+        return (long)size;
+    return outcome < 0 ? outcome : TO_PYTHON_PATH;
 }
 
 static int fast_read(const char *path, char *buf, size_t size, off_t offset, void *fi) {
