@@ -1,4 +1,4 @@
-"""How many examples a hypothesis property draws.
+"""How many examples a hypothesis property (or a randomized stress loop) draws.
 
 The full run (CI, `scripts/test.sh`, a plain `pytest`, the sanitizer runs) draws each property's full
 count. The fast subset (`pytest -m "not mount and not clients and not soak"`: conftest sets `fast` when

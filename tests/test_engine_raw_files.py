@@ -19,6 +19,7 @@ from pathlib import Path
 import numcodecs
 import numpy as np
 import pytest
+from budget import examples
 from oracles import Oracle, sample, write_zarr
 
 from zarrfs.engine.direct import ChunkFiles, _contiguous_start
@@ -140,7 +141,7 @@ def test_threads_reading_while_files_are_evicted(tmp_path: Path, open_engine: Ca
 
     def hammer(seed: int) -> None:
         rng = random.Random(seed)
-        for _ in range(300):
+        for _ in range(examples(300)):
             start = rng.randrange(len(want))
             stop = min(len(want), start + rng.choice([4096, 70_000, 300_000]))
             if reader.read(start, stop) != want[start:stop]:
