@@ -18,7 +18,7 @@ checkout=$PWD
 PY=${ZARRFS_PYTHON:-$checkout/.venv/bin/python}
 STRESS_SECONDS=${ZARRFS_STRESS_SECONDS:-60}
 TESTS=(tests/test_c_safety.py tests/test_c_hypothesis.py tests/test_cached_reads.py tests/test_streams_in_c.py
-       tests/test_fuse_threadstate.py tests/test_gather.py tests/test_c_stress.py)
+       tests/test_fuse_threadstate.py tests/test_gather.py tests/test_c_stress.py tests/test_loads_for_c.py)
 # Not under a sanitizer: a setgid interpreter runs in secure mode, where glibc ignores LD_PRELOAD
 # (the instrumented extensions would then load without their runtime), and the build check for
 # Python 3.13's module slots compiles the sources without sanitizers anyway.
