@@ -304,7 +304,44 @@ def test_icechunk_bad_input(repository: Repository, tmp_path: Path) -> None:
     # Said as what it is, never "not Zarr" (icechunk 1's store answers "absent" for every key of an
     # unreadable snapshot, which zarrfs catches when it opens the session; icechunk 2 fails the read itself).
     assert "not a Zarr hierarchy" not in result.stderr, result.stderr
-    assert "damaged" in result.stderr or "FormatError" in result.stderr, result.stderr
+    # ... and at once: reading the same damaged file again cannot change the answer.
+    assert "the repository is damaged or incomplete" in result.stderr and "tries" not in result.stderr, \
+        result.stderr
+
+
+def test_an_icechunk_format_error_is_not_retried() -> None:
+    """A key icechunk cannot parse (icechunk 2's FormatError, a damaged repository file) fails after
+    one request, saying so; any other icechunk error is retried as transient."""
+    import asyncio
+
+    from zarrfs.errors import StoreError
+    from zarrfs.options import StoreOptions
+    from zarrfs.stores.icechunk import IcechunkFileSystem
+    from zarrfs.stores.store import Store
+
+    class FormatError(Exception):  # the name icechunk 2 raises it under
+        pass
+
+    class Failing:
+        def __init__(self, error: Exception) -> None:
+            self.error = error
+
+        async def get(self, *_: object) -> None:
+            await asyncio.sleep(0)
+            raise self.error
+
+    for error, requests in ((FormatError("invalid icechunk header size\n\ncontext: ..."), 1),
+                            (RuntimeError("connection reset"), 3)):
+        store = Store(IcechunkFileSystem(Failing(error)), "", "repo@main", StoreOptions(retries=2, retry_backoff=0.001))
+        with pytest.raises(StoreError) as raised:
+            store.get("zarr.json")
+        assert store.stats.as_dict()["requests"] == requests, error
+        message = str(raised.value)
+        if requests == 1:
+            assert message == ("repo@main: reading 'zarr.json' failed: IcechunkReadError: FormatError: invalid "
+                               "icechunk header size: the repository is damaged or incomplete"), message
+        else:
+            assert "failed after 3 tries" in message, message
 
 
 def test_icechunk_commands_end_without_a_signal(repository: Repository, tmp_path: Path) -> None:

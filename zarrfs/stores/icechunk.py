@@ -236,7 +236,12 @@ def _storage(icechunk: Any, source: str, options: dict[str, Any]) -> Any:
 
 
 class IcechunkReadError(Exception):
-    """An error icechunk raised while reading a key, in one line."""
+    """An error icechunk raised while reading a key, in one line. `permanent` when reading again
+    cannot change it: a file of the repository that does not parse (icechunk's FormatError)."""
+
+    def __init__(self, message: str, permanent: bool = False) -> None:
+        super().__init__(message)
+        self.permanent = permanent
 
 
 class IcechunkFileSystem(AsyncFileSystem):
@@ -281,6 +286,9 @@ class IcechunkFileSystem(AsyncFileSystem):
             if isinstance(exc, KeyError):  # icechunk 2's NotFoundError: absent
                 raise
             # Icechunk's messages carry a multi-line context trace: the log and the user get its first line.
+            if type(exc).__name__ == "FormatError":  # icechunk 2 reads the snapshot at the first key
+                raise IcechunkReadError(f"FormatError: {_first_line(exc)}: the repository is damaged or "
+                                        f"incomplete", permanent=True) from None
             raise IcechunkReadError(f"{type(exc).__name__}: {_first_line(exc)}") from None
         if buffer is None:
             raise FileNotFoundError(path)

@@ -275,8 +275,12 @@ class Store:
                     raise StoreError(f"{self.display_name}: {what} refused: {exc}") from exc
                 except Exception as exc:  # noqa: BLE001 - backends raise aiohttp, botocore and OS errors alike
                     # Transient until proven otherwise: 5xx answers, resets,
-                    # truncated bodies, refused connections while a server restarts.
+                    # truncated bodies, refused connections while a server restarts. A backend
+                    # marks what no retry changes `permanent` (a damaged Icechunk file).
                     error = redact_url(f"{type(exc).__name__}: {exc}".strip().rstrip(":"))
+                    if getattr(exc, "permanent", False) is True:
+                        self.stats.count("failures")
+                        raise StoreError(f"{self.display_name}: {what} failed: {error}") from exc
                 finally:
                     self.stats.finished(nbytes)
             if attempt + 1 < tries:
