@@ -63,11 +63,11 @@ def _front_read(engine: Engine, handle: Handle, offset: int, size: int, calls: l
     got = table.serve_into(FH, out, offset)
     if got == -2:
         calls.append(offset)
-        until = handle.file.load_for_c(offset, out, False)
+        until = handle.load_for_c(offset, out, False)
         if until is not None:
             got = table.serve_into(FH, out, offset, loaded_until=until)
             if got < 0:
-                assert handle.file.load_for_c(offset, out, True) is None
+                assert handle.load_for_c(offset, out, True) is None
         got = size
     assert got == size, (offset, size, got)
     return out.tobytes()
@@ -106,11 +106,11 @@ def test_a_chunk_that_leaves_before_the_copy_is_written_by_python(stored: tuple[
         out = np.zeros(5000, np.uint8)
         offset = 3 * CHUNKS[0] * SHAPE[1] * 4 + 123
         assert table.serve_into(FH, out, offset) == -2
-        until = handle.file.load_for_c(offset, out, False)
+        until = handle.load_for_c(offset, out, False)
         assert until is not None
         table.clear_chunks()
         assert table.serve_into(FH, out, offset, loaded_until=until) == -1
-        assert handle.file.load_for_c(offset, out, True) is None
+        assert handle.load_for_c(offset, out, True) is None
         assert out.tobytes() == expected[offset:offset + len(out)]
 
 
@@ -123,7 +123,7 @@ def test_a_read_of_chunks_never_written_is_written_by_python(stored: tuple[Path,
         out = np.zeros(8192, np.uint8)
         offset = len(expected) - 3 * len(out)
         assert engine.cache.served.table.serve_into(FH, out, offset) == -2
-        assert handle.file.load_for_c(offset, out, False) is None
+        assert handle.load_for_c(offset, out, False) is None
         assert out.tobytes() == expected[offset:offset + len(out)]
 
 

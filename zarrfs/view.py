@@ -69,8 +69,8 @@ Entry = DirEntry | FileEntry | StatsEntry
 
 @dataclass
 class Handle:
-    """An open file, what the FUSE front reads through: its size, `read_into`, and (`attach`,
-    `close`) its number in the front.
+    """An open file, what the FUSE front reads through: its size, `read_into` (and `load_for_c` for
+    the reads C missed), and (`attach`, `close`) its number in the front.
 
     `direct_io` files bypass the kernel's page cache: the counters file (made
     at open, its size known only now) and tiled TIFFs (see `open`).
@@ -91,6 +91,11 @@ class Handle:
     def read_into(self, offset: int, out: np.ndarray) -> int:
         """Write up to `len(out)` bytes of the file at `offset` into `out`; return how many."""
         return self.layout.read_into(offset, out, self._read_region)
+
+    def load_for_c(self, offset: int, out: np.ndarray, write: bool) -> int | None:
+        """A read C missed (`OpenFile.load_for_c`): only ever for a file `attach` gave to C."""
+        assert self.file is not None
+        return self.file.load_for_c(offset, out, write)
 
     def attach(self, number: int) -> bool:
         """The front numbered this open file: reads the engine can answer in C go there from now

@@ -200,11 +200,11 @@ class ZarrOperations(mfusepy.Operations):
         in `out` (always so with `write`: C found a chunk still missing); (-errno, 0): the read
         fails, logged as any read here is."""
         opened = self._handles.get(fh)
-        if opened is None or opened.file is None:
+        if opened is None:
             return -errno.EBADF, 0
         start = time.perf_counter_ns()
         try:
-            until = opened.file.load_for_c(offset, np.frombuffer(out, np.uint8), write)
+            until = opened.load_for_c(offset, np.frombuffer(out, np.uint8), write)
         except ZarrfsError as exc:
             if exc.errno not in _QUIET_ERRNOS:
                 self.report_once(f"read {path}", exc)
