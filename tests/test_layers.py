@@ -39,24 +39,22 @@ ROOT_MODULES = {
     "__main__": "top",
     "__init__": "top",
 }
-# The codec-free part of model/: shapes, dtypes and fill values, limits. The
-# codecs take their vocabulary from here and from nowhere else in model/.
-SHAPES_AND_DTYPES = {"zarrfs.model.shapes", "zarrfs.model.dtypes", "zarrfs.model.limits"}
-
 LAYERS_BELOW_TOP = {
     "vocabulary": set(),
     "memory": {"vocabulary"},
     "stores": {"vocabulary"},
-    "model_vocabulary": {"vocabulary"},
-    "codecs": {"vocabulary", "model_vocabulary"},
+    # What an array's elements are (data types, fill values, shapes): the codecs and the
+    # parsers of model/ both read them.
+    "elements": {"vocabulary"},
+    "codecs": {"vocabulary", "elements"},
     # The parsers build each array's codec pipeline (codecs own their construction), so an
     # unknown or misconfigured codec is a metadata error at discovery, not at the first read.
-    "model": {"vocabulary", "model_vocabulary", "codecs"},
-    "hierarchy": {"vocabulary", "model_vocabulary", "model", "stores"},
-    "conventions": {"vocabulary", "model_vocabulary", "model", "hierarchy"},
-    "engine": {"vocabulary", "memory", "model_vocabulary", "model", "codecs", "stores", "hierarchy"},
-    "formats": {"vocabulary", "model_vocabulary", "model", "conventions"},
-    "view": {"vocabulary", "model_vocabulary", "model", "hierarchy", "conventions", "engine", "formats"},
+    "model": {"vocabulary", "elements", "codecs"},
+    "hierarchy": {"vocabulary", "elements", "model", "stores"},
+    "conventions": {"vocabulary", "elements", "model", "hierarchy"},
+    "engine": {"vocabulary", "memory", "elements", "model", "codecs", "stores", "hierarchy"},
+    "formats": {"vocabulary", "elements", "model", "conventions"},
+    "view": {"vocabulary", "elements", "model", "hierarchy", "conventions", "engine", "formats"},
     # fuse/ translates FUSE calls to the view; it never parses metadata nor touches a store.
     # (Its import of engine/ for the C fast path is the lead's served-open-file change, issue 34.)
     "fuse": {"vocabulary", "memory", "view"},
@@ -91,8 +89,6 @@ def module_name(path: Path) -> str:
 
 def layer_of(module: str, is_package: bool = False) -> str:
     parts = module.split(".")
-    if module in SHAPES_AND_DTYPES:
-        return "model_vocabulary"
     if len(parts) == 1:
         return "top"  # zarrfs/__init__.py
     if len(parts) == 2 and not is_package and parts[1] in ROOT_MODULES:
@@ -181,15 +177,18 @@ def test_the_layers_form_no_circle() -> None:
      "zarrfs.formats.npy:1 (formats) imports zarrfs.engine.cache (engine)"),
     ("zarrfs.fuse.ops", "from .. import stores\n", "zarrfs.fuse.ops:1 (fuse) imports zarrfs.stores (stores)"),
     ("zarrfs.view", "import mfusepy as fuse\n", "zarrfs.view:1 (view) imports mfusepy, which only ['fuse'] may"),
-    ("zarrfs.model.shapes", "from ..codecs import pipeline\n",
-     "zarrfs.model.shapes:1 (model_vocabulary) imports zarrfs.codecs.pipeline (codecs)"),
+    ("zarrfs.elements.shapes", "from ..codecs import pipeline\n",
+     "zarrfs.elements.shapes:1 (elements) imports zarrfs.codecs.pipeline (codecs)"),
+    # The codecs read the elements' vocabulary, never the metadata model above them.
+    ("zarrfs.codecs.spec", "from ..model.limits import check_depth\n",
+     "zarrfs.codecs.spec:1 (codecs) imports zarrfs.model.limits (model)"),
 ])
 def test_a_violation_is_named(module: str, source: str, said: str) -> None:
     assert violations(module, False, imports_of(module, source, False)) == [said]
 
 
 def test_allowed_imports_pass() -> None:
-    source = "from ..model.shapes import parse_shape\nfrom .pipeline import parse_codecs\nimport numcodecs\n"
+    source = "from ..elements.shapes import parse_shape\nfrom .pipeline import parse_codecs\nimport numcodecs\n"
     assert violations("zarrfs.codecs.sharding", False, imports_of("zarrfs.codecs.sharding", source, False)) == []
 
 

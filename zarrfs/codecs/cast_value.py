@@ -17,8 +17,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from ..elements.dtypes import parse_v3_data_type
 from ..errors import ChunkError, MetadataError, UnsupportedError
-from ..model.dtypes import parse_v3_data_type
 from .registry import check_keys, register
 from .spec import ChunkSpec, json_scalar
 

@@ -7,8 +7,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from ..elements.dtypes import with_byte_order
 from ..errors import MetadataError, UnsupportedError
-from ..model.dtypes import with_byte_order
 from .registry import check_keys, register
 from .spec import ChunkSpec, view_as_chunk
 

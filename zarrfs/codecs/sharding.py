@@ -14,8 +14,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from ..elements.shapes import parse_shape
 from ..errors import ChunkError, MetadataError, UnsupportedError
-from ..model.shapes import parse_shape
 from .pipeline import ChunkCodec, V3ChunkCodec, parse_codecs
 from .registry import check_keys, register
 from .spec import ChunkSpec

@@ -8,8 +8,8 @@ from typing import Any
 import numpy as np
 from numcodecs.compat import ensure_ndarray_like
 
+from ..elements.dtypes import fill_array
 from ..errors import ChunkError, MetadataError
-from ..model.dtypes import fill_array
 
 
 @dataclass(frozen=True, eq=False)

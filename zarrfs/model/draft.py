@@ -15,17 +15,17 @@ import numpy as np
 from ..codecs import V2ChunkCodec, V3ChunkCodec, numcodecs_codec
 from ..codecs.elements import BytesCodec
 from ..codecs.sharding import ShardingCodec
-from ..errors import MetadataError, UnsupportedError
-from .dtypes import (
+from ..elements.dtypes import (
     explicit_byte_order,
     fill_array,
     parse_typestr,
     parse_v3_data_type,
     with_byte_order,
 )
+from ..elements.shapes import check_sizes, parse_shape
+from ..errors import MetadataError, UnsupportedError
 from .grids import RegularGrid
 from .meta import ArrayMeta, ChunkKeyFn, require, require_object
-from .shapes import check_sizes, parse_shape
 
 # The seed spells it both ways: storage_transformers (examples) and storage-transformers (URI line).
 SHARDING_URI_SUFFIXES = ("storage_transformers/sharding/1.0", "storage-transformers/sharding/1.0")

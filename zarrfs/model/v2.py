@@ -10,12 +10,12 @@ from numcodecs.abc import Codec
 
 from ..codecs import V2ChunkCodec, numcodecs_codec
 from ..codecs.vlen import object_codec_kind
+from ..elements.dtypes import explicit_byte_order, fill_array, parse_typestr, vlen_fill
+from ..elements.shapes import check_sizes, parse_shape
 from ..errors import MetadataError, UnsupportedError
-from .dtypes import explicit_byte_order, fill_array, parse_typestr, vlen_fill
 from .grids import RegularGrid
 from .limits import check_vlen_elements
 from .meta import ArrayMeta, ChunkKeyFn, join_key, require, require_object
-from .shapes import check_sizes, parse_shape
 
 
 def v2_chunk_key(prefix: str, separator: str) -> ChunkKeyFn:

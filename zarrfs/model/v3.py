@@ -7,8 +7,7 @@ from typing import Any
 
 from ..codecs import parse_codecs
 from ..codecs.sharding import ShardingCodec
-from ..errors import MetadataError, UnsupportedError
-from .dtypes import (
+from ..elements.dtypes import (
     VLEN_V3_TYPES,
     fill_array,
     opaque_fill,
@@ -17,10 +16,11 @@ from .dtypes import (
     vlen_fill,
     with_byte_order,
 )
+from ..elements.shapes import check_sizes, parse_shape
+from ..errors import MetadataError, UnsupportedError
 from .grids import ChunkGrid, RegularGrid, parse_rectilinear, refine
 from .limits import check_vlen_elements
 from .meta import ArrayMeta, ChunkKeyFn, join_key, parse_dimension_names, require, require_object
-from .shapes import check_sizes, parse_shape
 
 _ARRAY_KEYS = {
     "zarr_format", "node_type", "shape", "data_type", "chunk_grid", "chunk_key_encoding",

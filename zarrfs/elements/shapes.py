@@ -1,8 +1,7 @@
 """Shapes as metadata spells them: lists of integers, checked against int64.
 
-Part of the codec-free vocabulary (with `dtypes.py` and `limits.py`) that both
-the parsers of `model/` and the codecs may import: the sharding codec reads
-its inner chunk shape with `parse_shape`. Nothing here imports `codecs/`.
+Below both the parsers of `model/` and the codecs, which import it: the
+sharding codec reads its inner chunk shape with `parse_shape`.
 """
 
 from __future__ import annotations
