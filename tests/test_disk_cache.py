@@ -80,15 +80,18 @@ def entry_key(path: Path) -> str:
 
 
 def dir_bytes(directory: Path) -> int:
-    """Bytes the files under `directory` take on disk; a file evicted while it is counted counts nothing."""
-    return sum(_disk_bytes(os.path.join(folder, name)) for folder, _, files in os.walk(directory) for name in files)
-
-
-def _disk_bytes(path: str) -> int:
-    try:
-        return os.lstat(path).st_blocks * 512
-    except FileNotFoundError:
-        return 0
+    """Bytes the files under `directory` take on disk; a file evicted while it is counted counts
+    nothing, and one renamed into place while the walk passes (from tmp/ to its folder) counts once:
+    by inode, which a rename keeps."""
+    blocks: dict[int, int] = {}
+    for folder, _, files in os.walk(directory):
+        for name in files:
+            try:
+                status = os.lstat(os.path.join(folder, name))
+            except FileNotFoundError:
+                continue
+            blocks[status.st_ino] = status.st_blocks * 512
+    return sum(blocks.values())
 
 
 @pytest.fixture
