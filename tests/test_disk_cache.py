@@ -206,6 +206,9 @@ def test_ttl_revalidates_and_a_rewritten_object_is_never_served_from_the_old_cop
         assert third["refetched"] >= 4
 
 
+MAX_PASSES = 8  # per daemon, over twice the cap each
+
+
 def test_two_daemons_share_one_small_dir_under_its_cap(tmp_path: Path) -> None:
     root = tmp_path / "served"
     root.mkdir()
@@ -233,8 +236,12 @@ def test_two_daemons_share_one_small_dir_under_its_cap(tmp_path: Path) -> None:
             wrong: list[int] = []
 
             def load(mount) -> None:
-                for _ in range(3):
+                # Passes until the two daemons stored twice the cap: a daemon whose scan lags refuses
+                # writes meanwhile, so on a busy machine three passes may store less than the cap.
+                for _ in range(MAX_PASSES):
                     wrong.append(int((np.load(mount / "n.npy") != noise).sum()))
+                    if sum(disk_stats(m)["bytes_stored"] for m in mounts) > 2 * cap:
+                        break
 
             readers = [threading.Thread(target=load, args=(m,)) for m in mounts]
             for reader in readers:
@@ -244,7 +251,7 @@ def test_two_daemons_share_one_small_dir_under_its_cap(tmp_path: Path) -> None:
             done.set()
             sampler.join()
             counters = [disk_stats(m) for m in mounts]
-    assert wrong == [0] * 6
+    assert wrong and not any(wrong)
     assert len(sizes) >= 3 and max(sizes) <= cap, (len(sizes), max(sizes))  # sampled during the run
     # (Hits are not asked for: three sequential passes over twice the cap is LRU's worst case.)
     assert sum(c["evictions"] for c in counters) > 0 and sum(c["bytes_stored"] for c in counters) > cap

@@ -35,7 +35,7 @@ can slow nothing down to a failure. A full disk pauses writing.
 Size: the size cap counts the blocks the entries occupy. A background thread
 of each daemon scans DIR after every `slack / 4` bytes it wrote and deletes
 the least recently used entries (by mtime, which a hit renews) until DIR is
-`slack` below the cap; a daemon writes nothing more until its scan ran once it
+`slack` (and a margin of `slack / 8`) below the cap; a daemon writes nothing more until its scan ran once it
 has written `slack / 2` bytes since the last one. So two daemons sharing DIR
 stay within the cap; k daemons exceed it by at most (k - 2) x slack / 2.
 Scans of several daemons take turns (flock on a lock file).
@@ -315,13 +315,16 @@ class DiskCache:
                 self._scans.notify_all()
 
     def scan(self) -> int:
-        """Delete least recently used entries until DIR is `slack` below the cap; the bytes DIR holds after."""
+        """Delete least recently used entries until DIR is `slack` (and its margin) below the cap; the bytes
+        DIR holds after."""
         with self._lock:
             self._written = self._writing  # what is written from now on (or still being written) it may not see
         with open(self.root / "evict.lock", "a") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)  # one daemon's scan at a time; released on close
             entries, total = self._entries()
-            target = self.max_bytes - self.slack
+            # A walk's block counts can fall short of what the files will occupy (writes under way,
+            # entries renamed into a folder the walk has passed): a margin of slack / 8 covers that.
+            target = self.max_bytes - self.slack - self.slack // 8
             if total > target:
                 entries.sort()
                 for _mtime, nbytes, path in entries:
