@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from .conventions.bioformats2raw import METADATA_FILE, collection_metadata
 from .conventions.resolve import SemanticsIndex
 from .conventions.semantics import Semantics
 from .engine.engine import Engine
@@ -37,7 +38,7 @@ from .formats.base import DeferredLayout, Layout
 from .formats.tiled_tiff import TiledLayout
 from .formats.vlen import VLEN_SUFFIXES, vlen_document, vlen_npy_layout
 from .model.meta import ArrayMeta, GroupMeta
-from .view_ome import ome_tiff_files
+from .view_ome import collection_file, ome_tiff_files
 from .view_tiles import TiledFile, tiled_file
 
 log = logging.getLogger(__name__)
@@ -233,15 +234,26 @@ class VirtualTree:
         if not group_path and STATS_FILE not in entries:
             entries[STATS_FILE] = StatsEntry()
         group = hierarchy.node(group_path)
-        if OME_TIFF_SUFFIX in self.suffixes and isinstance(group, GroupMeta):
+        description = group.describe()
+        if isinstance(group, GroupMeta):
             directory_name = group_path.rpartition("/")[2] or self.root_name
-            for name, served in ome_tiff_files(self.engine, group, directory_name, self.semantics).items():
+            files = ome_tiff_files(self.engine, group, directory_name, self.semantics) \
+                if OME_TIFF_SUFFIX in self.suffixes else {}
+            collection = collection_file(self.engine, group, directory_name, self.semantics)
+            if collection is not None:
+                description["bioformats2raw"] = collection.report
+                if collection.file is not None and OME_TIFF_SUFFIX in self.suffixes:
+                    files.setdefault(collection.name, collection.file)
+            for name, served in files.items():
                 if name in entries:
                     log.warning("/%s: the image's %s clashes with a sibling; not shown", group_path, name)
                     continue
                 entries[name] = FileEntry(served, served.paths[0], OME_TIFF_SUFFIX)
+            original = collection_metadata(hierarchy, group)
+            if original is not None and METADATA_FILE not in entries:
+                entries[METADATA_FILE] = FileEntry(Layout(original, 0))
         if GROUP_FILE not in entries:
-            entries[GROUP_FILE] = FileEntry(Layout(json_document(group.describe()), 0))
+            entries[GROUP_FILE] = FileEntry(Layout(json_document(description), 0))
         return entries
 
     def semantics(self, meta: ArrayMeta) -> Semantics:

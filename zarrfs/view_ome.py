@@ -10,6 +10,14 @@
   so Bio-Formats shows the plate. Fields that cannot join it (another sample
   type) are left out of the plate file, with one log line; each still has
   its own file in its directory.
+- A bioformats2raw collection's group has `NAME.ome.tif` (NAME: the
+  directory's, without a trailing `.ome`): every series as one image of
+  the file, in the series order, each with its pyramid, so Bio-Formats
+  shows the collection as its series. Its OME-XML is the collection's
+  `OME/METADATA.ome.xml` rewritten to what the file holds
+  (`formats.ome_metadata`), else built from each series' multiscales.
+  Series that cannot join it (another sample type, axes OME-TIFF cannot
+  say) are left out and reported with the layout's own problems.
 """
 
 from __future__ import annotations
@@ -18,7 +26,10 @@ import dataclasses
 import logging
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
+from .conventions.bioformats2raw import Collection, collection_of_group
 from .conventions.image import OmeImage, images_of_group, level_arrays
 from .conventions.plate import Plate, plate_of_group
 from .conventions.pyramid import overview_levels
@@ -26,7 +37,8 @@ from .conventions.semantics import Semantics
 from .engine.engine import Engine
 from .engine.tiles import TiledFile
 from .formats import OME_TIFF_SUFFIX
-from .formats.ome_tiff import ImageLevels, ome_tiff_layout, safe_file_stem
+from .formats.ome_metadata import merged_ome_xml
+from .formats.ome_tiff import ImageLevels, ome_tiff_layout, safe_file_stem, storable
 from .formats.ome_xml import OmePlate
 from .model.meta import ArrayMeta, GroupMeta
 
@@ -101,11 +113,66 @@ def _plate_file(engine: Engine, plate: Plate, name: str, semantics_of: Semantics
     return _bind(engine, images, plate.group_path, name, OmePlate(plate.name, rows, columns, tuple(wells)))
 
 
+@dataclass(frozen=True)
+class CollectionFile:
+    """A bioformats2raw collection's OME-TIFF and what it says about the collection (for `.group.json`)."""
+
+    name: str
+    file: TiledFile | None  # None when no series can be stored
+    report: dict[str, Any]
+
+
+def collection_file(engine: Engine, group: GroupMeta, directory_name: str,
+                    semantics_of: SemanticsOf) -> CollectionFile | None:
+    """The OME-TIFF of the bioformats2raw collection a group declares; None when it declares none."""
+    collection = collection_of_group(engine.hierarchy, group)
+    if collection is None:
+        return None
+    name = f"{directory_name.removesuffix('.ome') or directory_name}{OME_TIFF_SUFFIX}"
+    left_out: list[str] = []
+    built = _guarded(name, group, lambda: _collection_file(engine, collection, name, semantics_of, left_out))
+    problems = [*collection.problems, *left_out]
+    for problem in problems:
+        log.warning("%s: bioformats2raw collection /%s: %s", engine.hierarchy.store.display_name, group.path,
+                    problem)
+    report = {"layout": collection.describe(), "series": [s.path for s in collection.series],
+              "file": name if built is not None else None, "problems": problems}
+    return CollectionFile(name, built, report)
+
+
+def _collection_file(engine: Engine, collection: Collection, name: str, semantics_of: SemanticsOf,
+                     left_out: list[str]) -> TiledFile | None:
+    images: list[ImageLevels] = []
+    sources: list[int] = []
+    for series in collection.series:
+        levels = _image_levels(engine, series.image, semantics_of)
+        why = "its level 0 is no array OME-TIFF can hold" if levels is None or not storable(levels) else \
+            "another data type than the first series (one file holds one)" \
+            if images and levels.levels[0].dtype != images[0].levels[0].dtype else None
+        if why is not None:
+            left_out.append(f"series {series.path!r} left out of {name}: {why}")
+            continue
+        images.append(dataclasses.replace(levels, name=levels.name or f"Series {series.path}"))  # type: ignore
+        sources.append(series.index)
+    if not images:
+        return None
+    original = collection.metadata
+    rewrite = None
+    if original is not None:
+        def rewrite(built: bytes) -> bytes:
+            merged = merged_ome_xml(original, built, sources)
+            if merged is None:
+                left_out.append("OME/METADATA.ome.xml is not OME-XML of the 2016-06 schema with an Image per "
+                                "series; the file's metadata comes from the multiscales")
+            return built if merged is None else merged
+    return _bind(engine, images, f"{collection.group_path}#bioformats2raw", name, rewrite=rewrite)
+
+
 def _bind(engine: Engine, images: list[ImageLevels], identity: str, name: str,
-          plate: OmePlate | None = None) -> TiledFile | None:
+          plate: OmePlate | None = None, rewrite: Callable[[bytes], bytes] | None = None) -> TiledFile | None:
     # The same UUID for the same file at every mount: readers may remember files by it.
     file_uuid = uuid.uuid5(uuid.NAMESPACE_URL, f"zarrfs:{engine.hierarchy.store.display_name}/{identity}")
-    built = ome_tiff_layout(images, f"urn:uuid:{file_uuid}", name, plate)
+    built = ome_tiff_layout(images, f"urn:uuid:{file_uuid}", name, plate, rewrite)
     if built is None:
         return None
     layout, arrays = built

@@ -75,7 +75,7 @@ def _well(hierarchy: Hierarchy, plate: GroupMeta, entry: Any) -> Well | None:
         return None
     if not (isinstance(row, int) and isinstance(column, int)):  # 0.3 has no indices: from the path
         row, column = _indices_from_path(path)
-    group = _group(hierarchy, _join(plate.path, path))
+    group = group_at(hierarchy, _join(plate.path, path))
     block = plate_block(group.attributes, "well") if group is not None else None
     images = block.get("images") if block is not None else None
     if not isinstance(images, list):
@@ -84,7 +84,7 @@ def _well(hierarchy: Hierarchy, plate: GroupMeta, entry: Any) -> Well | None:
     fields: list[OmeImage] = []
     for image in images:
         field_path = normalised_dataset_path(image.get("path")) if isinstance(image, dict) else None
-        field = _group(hierarchy, _join(group.path, field_path)) if field_path is not None else None  # type: ignore
+        field = group_at(hierarchy, _join(group.path, field_path)) if field_path is not None else None  # type: ignore
         found = images_of_group(field) if field is not None else ()
         if not found:
             log.warning("%s: field %r of well %s is not an image; left out of the plate", where, image, path)
@@ -101,7 +101,8 @@ def _indices_from_path(path: str) -> tuple[int, int]:
     return -1, -1
 
 
-def _group(hierarchy: Hierarchy, path: str) -> GroupMeta | None:
+def group_at(hierarchy: Hierarchy, path: str) -> GroupMeta | None:
+    """The group at `path`; None when there is none (missing, an array, unreadable)."""
     try:
         node = hierarchy.node(path)
     except ZarrfsError:

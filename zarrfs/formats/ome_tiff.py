@@ -20,7 +20,7 @@ Sizes come from metadata alone; no chunk is read to build the layout.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -67,13 +67,16 @@ class _Stored:
     resolution: tuple[float, float] | None  # level 0's (x, y) pixels per centimetre
 
 
-def ome_tiff_layout(images: Sequence[ImageLevels], uuid: str, file_name: str,
-                    plate: OmePlate | None = None) -> tuple[TiledLayout, tuple[ArrayMeta, ...]] | None:
+def ome_tiff_layout(images: Sequence[ImageLevels], uuid: str, file_name: str, plate: OmePlate | None = None,
+                    rewrite: Callable[[bytes], bytes] | None = None
+                    ) -> tuple[TiledLayout, tuple[ArrayMeta, ...]] | None:
     """The OME-TIFF of `images`, one after the other, and the array serving each of its tile grids.
 
     None when OME-TIFF cannot hold the first image, or the images need
     different sample types (one file has one); with a `plate`, its wells
     refer to images by their index in `images`, so every image must fit.
+    `rewrite` turns the OME-XML built for the images into the one the file
+    carries (a collection's original metadata, `ome_metadata`).
     """
     stored = [_stored(image) for image in images]
     if stored[0] is None or (len(stored) > 1 and any(
@@ -85,10 +88,17 @@ def ome_tiff_layout(images: Sequence[ImageLevels], uuid: str, file_name: str,
                                                                  for g in grids) > MAX_TILES:
         return None
     description = ome_xml([(s.pixels, s.name) for s in kept], uuid, file_name, plate)
+    if rewrite is not None:
+        description = rewrite(description)
     overhead = len(description) + sum(g.pages * _IFD_BOUND + 16 * g.planes * g.tiles_per_plane for g in grids)
     bigtiff = sum(g.nbytes for g in grids) + overhead > _CLASSIC_LIMIT
     layout = _build(kept, bigtiff, description)
     return layout, tuple(level for s in kept for level in s.levels)
+
+
+def storable(image: ImageLevels) -> bool:
+    """Whether an OME-TIFF can hold `image` (its sample type, axes and sizes)."""
+    return _stored(image) is not None
 
 
 def _stored(image: ImageLevels) -> _Stored | None:
