@@ -152,7 +152,7 @@ def _collection_file(engine: Engine, collection: Collection, name: str, semantic
         if why is not None:
             left_out.append(f"series {series.path!r} left out of {name}: {why}")
             continue
-        images.append(dataclasses.replace(levels, name=levels.name or f"Series {series.path}"))  # type: ignore
+        images.append(dataclasses.replace(levels, name=levels.name or series.path))  # type: ignore
         sources.append(series.index)
     if not images:
         return None
@@ -163,7 +163,7 @@ def _collection_file(engine: Engine, collection: Collection, name: str, semantic
             merged = merged_ome_xml(original, built, sources)
             if merged is None:
                 left_out.append("OME/METADATA.ome.xml is not OME-XML of the 2016-06 schema with an Image per "
-                                "series; the file's metadata comes from the multiscales")
+                                "series, so the file's metadata comes from the multiscales")
             return built if merged is None else merged
     return _bind(engine, images, f"{collection.group_path}#bioformats2raw", name, rewrite=rewrite)
 

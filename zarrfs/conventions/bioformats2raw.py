@@ -20,6 +20,7 @@ alone is read (and the OME-XML document, bounded).
 
 from __future__ import annotations
 
+import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -36,6 +37,7 @@ if TYPE_CHECKING:
 LAYOUT_KEY = "bioformats2raw.layout"
 SUPPORTED_LAYOUT = 3
 OME_GROUP = "OME"
+OME_NAMESPACE = "http://www.openmicroscopy.org/Schemas/OME/2016-06"
 METADATA_FILE = "METADATA.ome.xml"
 # Series found by counting up (no `series` list) stop here: one lookup each, and a collection this large
 # is a plate in practice. The same bound as a group's children (model.limits).
@@ -61,7 +63,8 @@ class Collection:
 
     def describe(self) -> str:
         source = "listed in OME/" if self.listed else "numbered"
-        metadata = f"; {OME_GROUP}/{METADATA_FILE} ({len(self.metadata)} bytes)" if self.metadata is not None else ""
+        metadata = f", with {OME_GROUP}/{METADATA_FILE} ({len(self.metadata)} bytes)" if self.metadata is not None \
+            else ""
         paths = ", ".join(s.path for s in self.series[:8]) + (", ..." if len(self.series) > 8 else "")
         return f"bioformats2raw collection: {len(self.series)} series {source} ({paths}){metadata}"
 
@@ -82,13 +85,13 @@ def listed_series(ome_attributes: dict[str, Any]) -> tuple[list[str] | None, lis
     if value is None:
         return None, []
     if not isinstance(value, list):
-        return None, [f"OME/ 'series' is not a list ({type(value).__name__}); the numbered groups are read instead"]
+        return None, [f"OME/ 'series' is not a list ({type(value).__name__}): the numbered groups are read instead"]
     paths: list[str] = []
     problems: list[str] = []
     for entry in value:
         path = normalised_dataset_path(entry)
         if path is None or path in paths:
-            problems.append(f"OME/ series entry {entry!r} is {'repeated' if path else 'not a path below the group'}; "
+            problems.append(f"OME/ series entry {entry!r} is {'repeated' if path else 'not a path below the group'}, "
                             "left out")
         else:
             paths.append(path)
@@ -103,7 +106,7 @@ def collection_of_group(hierarchy: Hierarchy, group: GroupMeta) -> Collection | 
     problems: list[str] = []
     if number != SUPPORTED_LAYOUT:
         return Collection(group.path, (), False, None, (f"{LAYOUT_KEY} {number!r} is not a layout zarrfs knows "
-                                                         f"({SUPPORTED_LAYOUT}); its images are served one by one",))
+                                                         f"({SUPPORTED_LAYOUT}): its images are served one by one",))
     ome_group = group_at(hierarchy, join_key(group.path, OME_GROUP))
     paths, list_problems = listed_series(ome_group.attributes) if ome_group is not None else (None, [])
     problems += list_problems
@@ -121,6 +124,8 @@ def collection_of_group(hierarchy: Hierarchy, group: GroupMeta) -> Collection | 
     metadata, metadata_problem = _metadata(hierarchy, group.path)
     if metadata_problem:
         problems.append(metadata_problem)
+    elif metadata is not None:
+        problems += _metadata_problems(metadata, len(paths) if paths is not None else len(series))
     return Collection(group.path, tuple(series), paths is not None, metadata, tuple(problems))
 
 
@@ -146,7 +151,7 @@ def _series(hierarchy: Hierarchy, group: GroupMeta, path: str, index: int) -> Se
         return f"series {path!r} (Image {index} of the OME-XML) is missing: no group at /{join_key(group.path, path)}"
     images = images_of_group(found)
     if not images:
-        return f"series {path!r} (Image {index} of the OME-XML) is not a multiscale image; left out"
+        return f"series {path!r} (Image {index} of the OME-XML) is not a multiscale image, left out"
     return Series(path, images[0], index)
 
 
@@ -170,6 +175,26 @@ def _numbered_series(hierarchy: Hierarchy, group: GroupMeta) -> tuple[list[Serie
     return series, problems
 
 
+def _metadata_problems(metadata: bytes, series_count: int) -> list[str]:
+    """What keeps the original OME-XML from describing the series: not XML, not OME, another Image count."""
+    where = f"{OME_GROUP}/{METADATA_FILE}"
+    if b"<!DOCTYPE" in metadata[:4096] or b"<!ENTITY" in metadata:
+        return [f"{where} declares a DTD or entities, which zarrfs does not expand, not used"]
+    try:
+        root = ET.fromstring(metadata)
+    except ET.ParseError as exc:
+        return [f"{where} is not well-formed XML ({exc}), not used"]
+    if root.tag != f"{{{OME_NAMESPACE}}}OME":
+        return [f"{where} is not OME-XML of the 2016-06 schema (root {root.tag}), not used"]
+    images = len(root.findall(f"{{{OME_NAMESPACE}}}Image"))
+    if images != series_count:
+        return [f"{where} describes {images} Images for {series_count} series: the series beyond its Images get "
+                "their metadata from their multiscales" if images < series_count else
+                f"{where} describes {images} Images for {series_count} series: the Images beyond the series are "
+                "left out"]
+    return []
+
+
 def _metadata(hierarchy: Hierarchy, collection_path: str) -> tuple[bytes | None, str | None]:
     """The original OME-XML, bounded as metadata documents are, or why it cannot be read."""
     key = metadata_key(collection_path)
@@ -180,6 +205,6 @@ def _metadata(hierarchy: Hierarchy, collection_path: str) -> tuple[bytes | None,
         return None, f"{OME_GROUP}/{METADATA_FILE} cannot be read: {exc}"
     if raw is not None and len(raw) > limit:
         return None, (f"{OME_GROUP}/{METADATA_FILE} is over the {limit >> 20} MiB metadata limit "
-                      "(ZARRFS_MAX_METADATA_SIZE); not used")
+                      "(ZARRFS_MAX_METADATA_SIZE), not used")
     return raw, None
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..model.meta import GroupMeta
+from .bioformats2raw import LAYOUT_KEY, collection_of_group, layout_number
 from .image import OmeImage, groups_above, images_of_group, level_arrays, level_problems
 from .labels import labelled_image
 from .ome import normalised_dataset_path
@@ -67,7 +68,8 @@ def field_of_image(hierarchy: Hierarchy, image: OmeImage) -> PlateField | None:
 
 
 def group_layout(hierarchy: Hierarchy, group: GroupMeta) -> str | None:
-    """What OME-Zarr layout a group is (image, plate, well, labels), '; '-separated, for `zarrfs tree`; None if none.
+    """What OME-Zarr layout a group is (image, plate, well, labels, bioformats2raw collection), '; '-separated, for
+    `zarrfs tree`; None if none.
 
     A plate counts the wells and fields that resolve to images; `conventions.plate`
     logs the ones that do not.
@@ -87,6 +89,12 @@ def group_layout(hierarchy: Hierarchy, group: GroupMeta) -> str | None:
         fields = sum(len(w.fields) for w in plate.wells)
         parts.append(f"OME-Zarr plate{' ' + repr(plate.name) if plate.name else ''}: {len(plate.row_names)} rows x "
                      f"{len(plate.column_names)} columns, {len(plate.wells)} wells, {fields} fields")
+    collection = collection_of_group(hierarchy, group)
+    if collection is not None:
+        parts += [collection.describe(), *(f"problem: {p}" for p in collection.problems)]
+    elif plate is not None and layout_number(group.attributes) is not None:
+        parts.append(f"{LAYOUT_KEY} {layout_number(group.attributes)!r} beside the plate: read as the plate "
+                     "(the plate takes precedence)")
     entries = field_entries(group)
     if entries is not None:
         parts.append(f"OME-Zarr well: {len(entries)} fields")

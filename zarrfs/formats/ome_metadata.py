@@ -13,7 +13,9 @@ original and takes from the file's document what must match the file:
   file's sizes, else the file's;
 - Images the file does not hold are dropped, with every `ImageRef` to them;
   the Images it holds are in the file's order, where the original's first
-  Image was; `BinaryOnly` (pixels in another file) is dropped.
+  Image was; an image the original has no Image for keeps the file's own
+  (numbered after the original's); `BinaryOnly` (pixels in another file)
+  is dropped.
 Only a document of the 2016-06 schema is merged; any other (older
 schemas, not XML, a DTD) gives None and the file keeps its own document.
 """
@@ -33,7 +35,7 @@ _STORED_ATTRIBUTES = {"ID", "DimensionOrder", "Type", "SizeX", "SizeY", "SizeZ",
 
 def merged_ome_xml(original: bytes, stored: bytes, sources: Sequence[int]) -> bytes | None:
     """The original OME-XML rewritten to describe the file whose own OME-XML is `stored`: image k of the file
-    is the original's Image `sources[k]`. None when the original cannot be used."""
+    is the original's Image `sources[k]` (past its last Image: none). None when the original cannot be used."""
     if b"<!DOCTYPE" in original[:4096] or b"<!ENTITY" in original:  # no entity expansion, ever
         return None
     try:
@@ -43,12 +45,16 @@ def merged_ome_xml(original: bytes, stored: bytes, sources: Sequence[int]) -> by
         return None
     originals = root.findall(f"{_N}Image")
     file_images = ours.findall(f"{_N}Image")
-    if root.tag != f"{_N}OME" or len(file_images) != len(sources) or any(
-            not 0 <= source < len(originals) for source in sources):
+    if root.tag != f"{_N}OME" or not originals or len(file_images) != len(sources) or any(
+            source < 0 for source in sources):
         return None
-    kept = [originals[source] for source in sources]
-    for image, own in zip(kept, file_images, strict=True):
-        if not _merge_pixels(image, own):
+    kept: list[ET.Element] = []
+    for source, own in zip(sources, file_images, strict=True):
+        if source >= len(originals):
+            kept.append(_renumbered(own, len(originals) + len(kept)))
+        elif _merge_pixels(originals[source], own):
+            kept.append(originals[source])
+        else:
             return None
     first = list(root).index(originals[0])
     for image in originals:
@@ -84,6 +90,16 @@ def _merge_pixels(image: ET.Element, own: ET.Element) -> bool:
     pixels.attrib.update(attributes)
     pixels.extend([*channels, *own_pixels.findall(f"{_N}TiffData"), *planes])
     return True
+
+
+def _renumbered(image: ET.Element, number: int) -> ET.Element:
+    """The file's own Image, its IDs numbered `number` (past the original's Images: unique in the document)."""
+    image.set("ID", f"Image:{number}")
+    for pixels in image.iter(f"{_N}Pixels"):
+        pixels.set("ID", f"Pixels:{number}")
+        for index, channel in enumerate(pixels.findall(f"{_N}Channel")):
+            channel.set("ID", f"Channel:{number}:{index}")
+    return image
 
 
 def _inside(plane: ET.Element, sizes: dict[str, int]) -> bool:
