@@ -320,3 +320,18 @@ def test_merge_keeps_what_the_file_cannot_contradict() -> None:
     assert [r.get("ID") for r in root.iter(f"{OME}ImageRef")] == ["Image:1"]
     assert merged_ome_xml(b"<OME/>", ours, [0, 1]) is None
     assert merged_ome_xml(b'<!DOCTYPE x [<!ENTITY a "b">]><x/>', ours, [0]) is None
+
+
+def test_numbered_series_end_at_the_first_gap_and_unknown_layouts_are_named(tmp_path: Path) -> None:
+    """Without OME/'s series list the series are 0, 1, ... up to the first missing number; groups past the gap
+    are named as left out. A layout number other than 3 is named, and the images stay one by one."""
+    store = tmp_path / "numbered.zarr"
+    _write_04_collection(store, ["0", "1"], None)
+    del zarr.open_group(str(store / "OME"), mode="a", zarr_format=2).attrs["series"]
+    (store / "1").rename(store / "3")
+    tree = _run_tree(store)
+    assert "bioformats2raw collection: 1 series numbered (0)" in tree
+    assert "problem: numbered groups 3 come after a gap in the numbering" in tree
+    zarr.open_group(str(store), mode="a", zarr_format=2).attrs["bioformats2raw.layout"] = 4
+    assert "problem: bioformats2raw.layout 4 is not a layout zarrfs knows (3): its images are served one by one" \
+        in _run_tree(store)

@@ -239,10 +239,11 @@ class VirtualTree:
             directory_name = group_path.rpartition("/")[2] or self.root_name
             files = ome_tiff_files(self.engine, group, directory_name, self.semantics) \
                 if OME_TIFF_SUFFIX in self.suffixes else {}
-            collection = collection_file(self.engine, group, directory_name, self.semantics)
+            collection = collection_file(self.engine, group, directory_name, self.semantics,
+                                         OME_TIFF_SUFFIX in self.suffixes)
             if collection is not None:
                 description["bioformats2raw"] = collection.report
-                if collection.file is not None and OME_TIFF_SUFFIX in self.suffixes:
+                if collection.file is not None:
                     files.setdefault(collection.name, collection.file)
             for name, served in files.items():
                 if name in entries:

@@ -38,7 +38,8 @@ from .engine.engine import Engine
 from .engine.tiles import TiledFile
 from .formats import OME_TIFF_SUFFIX
 from .formats.ome_metadata import merged_ome_xml
-from .formats.ome_tiff import ImageLevels, ome_tiff_layout, safe_file_stem, storable
+from .formats.ome_tiff import MAX_PLANES, ImageLevels, ome_tiff_layout, safe_file_stem, storable
+from .formats.tiled_tiff import MAX_TILES
 from .formats.ome_xml import OmePlate
 from .model.meta import ArrayMeta, GroupMeta
 
@@ -122,15 +123,20 @@ class CollectionFile:
     report: dict[str, Any]
 
 
-def collection_file(engine: Engine, group: GroupMeta, directory_name: str,
-                    semantics_of: SemanticsOf) -> CollectionFile | None:
-    """The OME-TIFF of the bioformats2raw collection a group declares; None when it declares none."""
+def collection_file(engine: Engine, group: GroupMeta, directory_name: str, semantics_of: SemanticsOf,
+                    build: bool = True) -> CollectionFile | None:
+    """The OME-TIFF of the bioformats2raw collection a group declares (with `build` false, its report alone);
+    None when the group declares none."""
     collection = collection_of_group(engine.hierarchy, group)
     if collection is None:
         return None
     name = f"{directory_name.removesuffix('.ome') or directory_name}{OME_TIFF_SUFFIX}"
     left_out: list[str] = []
-    built = _guarded(name, group, lambda: _collection_file(engine, collection, name, semantics_of, left_out))
+    built = _guarded(name, group, lambda: _collection_file(engine, collection, name, semantics_of, left_out)) \
+        if build and collection.series else None
+    if build and built is None and collection.series and len(left_out) < len(collection.series):
+        left_out.append(f"no {name}: its series together need more planes or tiles than one OME-TIFF holds "
+                        f"({MAX_PLANES} planes, {MAX_TILES} tiles)")
     problems = [*collection.problems, *left_out]
     for problem in problems:
         log.warning("%s: bioformats2raw collection /%s: %s", engine.hierarchy.store.display_name, group.path,

@@ -65,6 +65,8 @@ class Collection:
         source = "listed in OME/" if self.listed else "numbered"
         metadata = f", with {OME_GROUP}/{METADATA_FILE} ({len(self.metadata)} bytes)" if self.metadata is not None \
             else ""
+        if not self.series:
+            return f"bioformats2raw collection: no series zarrfs can serve{metadata}"
         paths = ", ".join(s.path for s in self.series[:8]) + (", ..." if len(self.series) > 8 else "")
         return f"bioformats2raw collection: {len(self.series)} series {source} ({paths}){metadata}"
 
