@@ -335,3 +335,39 @@ def test_numbered_series_end_at_the_first_gap_and_unknown_layouts_are_named(tmp_
     zarr.open_group(str(store), mode="a", zarr_format=2).attrs["bioformats2raw.layout"] = 4
     assert "problem: bioformats2raw.layout 4 is not a layout zarrfs knows (3): its images are served one by one" \
         in _run_tree(store)
+
+
+def test_series_list_keeps_each_entry_at_its_image() -> None:
+    """Entry i of OME/'s `series` is Image i of the OME-XML: an unusable or repeated entry keeps its place."""
+    from zarrfs.conventions.bioformats2raw import listed_series
+
+    paths, problems = listed_series({"ome": {"version": "0.5", "series": ["0", "../x", "0", "2"]}})
+    assert paths == ["0", None, None, "2"] and len(problems) == 2
+    assert listed_series({"series": ["a", "b"]}) == (["a", "b"], [])
+    assert listed_series({"series": "0"})[0] is None and listed_series({}) == (None, [])
+
+
+def test_a_collection_too_large_for_one_file_is_reported(tmp_path: Path) -> None:
+    """Two series of 40,000 planes each could each have a file of their own, not one together (65,536 planes at
+    most): the report says so (built from metadata alone, no file written)."""
+    from zarrfs.options import EngineOptions
+    from zarrfs.view import VirtualTree
+
+    store = tmp_path / "many.zarr"
+    root = zarr.open_group(str(store), mode="w", zarr_format=2)
+    root.attrs["bioformats2raw.layout"] = 3
+    for name in ("0", "1"):
+        image = root.require_group(name)
+        image.create_array("0", shape=(40_000, 1, 1), chunks=(40_000, 1, 1), dtype="uint8")
+        image.attrs["multiscales"] = [{"version": "0.4", "axes": [{"name": "z", "type": "space"}, {
+            "name": "y", "type": "space"}, {"name": "x", "type": "space"}], "datasets": [
+            {"path": "0", "coordinateTransformations": [{"type": "scale", "scale": [1, 1, 1]}]}]}]
+    tree = VirtualTree.of_source(str(store), None, EngineOptions(), (".json", ".ome.tif"))
+    try:
+        entries = tree.listdir(tree.lookup("/"))
+        report = json.loads(bytes(tree.open("/.group.json").layout.header))["bioformats2raw"]  # type: ignore
+        assert "many.ome.tif" not in entries and report["file"] is None
+        assert report["problems"] == ["no many.ome.tif: its series together need more planes or tiles than one "
+                                      "OME-TIFF holds (65536 planes, 1048576 tiles)"]
+    finally:
+        tree.close()

@@ -134,9 +134,6 @@ def collection_file(engine: Engine, group: GroupMeta, directory_name: str, seman
     left_out: list[str] = []
     built = _guarded(name, group, lambda: _collection_file(engine, collection, name, semantics_of, left_out)) \
         if build and collection.series else None
-    if build and built is None and collection.series and len(left_out) < len(collection.series):
-        left_out.append(f"no {name}: its series together need more planes or tiles than one OME-TIFF holds "
-                        f"({MAX_PLANES} planes, {MAX_TILES} tiles)")
     problems = [*collection.problems, *left_out]
     for problem in problems:
         log.warning("%s: bioformats2raw collection /%s: %s", engine.hierarchy.store.display_name, group.path,
@@ -168,10 +165,14 @@ def _collection_file(engine: Engine, collection: Collection, name: str, semantic
         def rewrite(built: bytes) -> bytes:
             merged = merged_ome_xml(original, built, sources)
             if merged is None:
-                left_out.append("OME/METADATA.ome.xml is not OME-XML of the 2016-06 schema with an Image per "
-                                "series, so the file's metadata comes from the multiscales")
+                left_out.append("OME/METADATA.ome.xml cannot describe the file (no OME 2016-06 document with Pixels "
+                                "in each Image), so its metadata comes from the multiscales")
             return built if merged is None else merged
-    return _bind(engine, images, f"{collection.group_path}#bioformats2raw", name, rewrite=rewrite)
+    served = _bind(engine, images, f"{collection.group_path}#bioformats2raw", name, rewrite=rewrite)
+    if served is None:  # every image alone fits (`storable`): together they are too many
+        left_out.append(f"no {name}: its series together need more planes or tiles than one OME-TIFF holds "
+                        f"({MAX_PLANES} planes, {MAX_TILES} tiles)")
+    return served
 
 
 def _bind(engine: Engine, images: list[ImageLevels], identity: str, name: str,

@@ -79,24 +79,25 @@ def layout_number(attributes: dict[str, Any]) -> Any:
     return attributes.get(LAYOUT_KEY)
 
 
-def listed_series(ome_attributes: dict[str, Any]) -> tuple[list[str] | None, list[str]]:
-    """The series paths the `OME/` group's attributes list (0.5+: under `ome`), in order, and what is wrong
-    with the list; (None, []) when there is no `series` attribute."""
+def listed_series(ome_attributes: dict[str, Any]) -> tuple[list[str | None] | None, list[str]]:
+    """The series paths the `OME/` group's attributes list (0.5+: under `ome`), in order (entry i is Image i of
+    the OME-XML; None for an entry that is no usable path), and what is wrong with the list; (None, []) when
+    there is no `series` attribute."""
     ome = ome_attributes.get("ome")
     value = ome["series"] if isinstance(ome, dict) and "series" in ome else ome_attributes.get("series")
     if value is None:
         return None, []
     if not isinstance(value, list):
         return None, [f"OME/ 'series' is not a list ({type(value).__name__}): the numbered groups are read instead"]
-    paths: list[str] = []
+    paths: list[str | None] = []
     problems: list[str] = []
     for entry in value:
         path = normalised_dataset_path(entry)
         if path is None or path in paths:
             problems.append(f"OME/ series entry {entry!r} is {'repeated' if path else 'not a path below the group'}, "
                             "left out")
-        else:
-            paths.append(path)
+            path = None
+        paths.append(path)
     return paths, problems
 
 
@@ -115,6 +116,8 @@ def collection_of_group(hierarchy: Hierarchy, group: GroupMeta) -> Collection | 
     series: list[Series] = []
     if paths is not None:
         for index, path in enumerate(paths):
+            if path is None:
+                continue
             found = _series(hierarchy, group, path, index)
             if isinstance(found, str):
                 problems.append(found)
