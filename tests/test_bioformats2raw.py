@@ -90,13 +90,15 @@ def _bioformats_series(path: Path) -> tuple[list[str | None], list[list[str | No
 
 
 def _check_pixels(path: Path, out: Path, levels: list[list[np.ndarray]]) -> None:
-    """Bio-Formats' planes of the first series at level 0 and of the last series at its smallest level (flattened:
-    series k's level l is series sum(levels before k) + l), and tifffile's every level, against the arrays."""
-    first, last = levels[0][0], levels[-1][-1]
-    np.testing.assert_array_equal(bfconvert_plane(path, out, series=0, c=0), first.reshape(-1, *first.shape[-2:])[0])
-    flat_last = sum(len(series) for series in levels) - 1
-    np.testing.assert_array_equal(bfconvert_plane(path, out, series=flat_last, c=0),
-                                  last.reshape(-1, *last.shape[-2:])[0])
+    """Bio-Formats' first plane of the first and the last series at level 0 and at their smallest level
+    (flattened: series k's level l is series sum(levels before k) + l), and tifffile's every level, against the
+    arrays."""
+    starts = np.cumsum([0, *(len(series) for series in levels)])
+    for k in (0, len(levels) - 1):
+        for level in sorted({0, len(levels[k]) - 1}):
+            array = levels[k][level]
+            np.testing.assert_array_equal(bfconvert_plane(path, out, series=int(starts[k]) + level, c=0),
+                                          array.reshape(-1, *array.shape[-2:])[0])
     with tifffile.TiffFile(path) as tif:
         assert len(tif.series) == len(levels)
         for series, arrays in zip(tif.series, levels, strict=True):
