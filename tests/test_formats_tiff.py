@@ -13,9 +13,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 import tifffile
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from zarrfs.formats.base import Layout
-from zarrfs.formats.tiff import MAX_PAGES, bigtiff_layout, tiff_layout
+from budget import examples
+from zarrfs.formats.tiff import MAX_PAGES, _SparseFile, bigtiff_layout, tiff_layout
 
 # A tifffile warning (RGB guess, truncation, ...) would mean a file we did not intend.
 pytestmark = pytest.mark.filterwarnings("error")
@@ -312,3 +315,24 @@ def test_gdal_sees_every_page_of_bigtiff(tmp_path: Path) -> None:
     assert info["size"] == [4096, 4096]
     subdatasets = info["metadata"]["SUBDATASETS"]
     assert len([k for k in subdatasets if k.endswith("_NAME")]) == 300  # pages, not overviews
+
+
+@settings(max_examples=examples(300), deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 200), st.binary(max_size=40)), max_size=30),
+       st.lists(st.tuples(st.integers(0, 260), st.integers(0, 260)), min_size=1, max_size=10))
+def test_sparse_file_reads_back_what_was_written_last(writes: list[tuple[int, bytes]],
+                                                     reads: list[tuple[int, int]]) -> None:
+    """The sink tifffile writes into answers every range as a plain byte array written in the same order
+    would: later writes win, never-written bytes are 0."""
+    sink, model = _SparseFile(), bytearray()
+    for position, data in writes:
+        sink.seek(position)
+        sink.write(data)
+        model.extend(bytes(max(0, position + len(data) - len(model))))
+        model[position:position + len(data)] = data
+    assert sink.size == max([0, *(p + len(d) for p, d in writes)])
+    for a, b in reads:
+        start, stop = min(a, b), max(a, b)
+        expected = bytes(model[start:stop]).ljust(stop - start, b"\0")
+        assert sink.getrange(start, stop) == expected
+        assert sink.only_zeros_within(start, stop) == (expected.count(0) == len(expected))

@@ -63,6 +63,7 @@ Classic TIFF offsets are 32-bit. When the stack does not fit:
 
 from __future__ import annotations
 
+import bisect
 import io
 import math
 import os
@@ -367,13 +368,19 @@ class _SparseFile(io.RawIOBase):
     tifffile reserves pixel data with seek (plus one NUL at the end), so a
     file of any size costs only the structure it writes. Read back (never-
     written bytes are 0), it lets tifffile parse the IFDs it wrote.
+
+    The bytes written are kept as disjoint segments sorted by offset (a
+    later write replaces what it overlaps), so a read is a binary search
+    and a copy of the segments it touches: tifffile reads a file of
+    thousands of pages back in thousands of small reads.
     """
 
     def __init__(self) -> None:
         super().__init__()
         self._pos = 0
         self.size = 0
-        self._writes: list[tuple[int, bytes]] = []
+        self._starts: list[int] = []  # segment offsets, increasing; segments never overlap
+        self._chunks: list[bytes] = []
 
     def writable(self) -> bool:
         return True
@@ -404,25 +411,43 @@ class _SparseFile(io.RawIOBase):
 
     def write(self, data: bytes | bytearray | memoryview) -> int:
         chunk = bytes(data)
-        self._writes.append((self._pos, chunk))
-        self._pos += len(chunk)
-        self.size = max(self.size, self._pos)
+        start, stop = self._pos, self._pos + len(chunk)
+        if chunk:
+            first, last = self._touching(start, stop)
+            kept = []
+            if first < last and self._starts[first] < start:  # the part of the first segment before this write
+                kept.append((self._starts[first], self._chunks[first][:start - self._starts[first]]))
+            kept.append((start, chunk))
+            if first < last and self._starts[last - 1] + len(self._chunks[last - 1]) > stop:  # and after it
+                kept.append((stop, self._chunks[last - 1][stop - self._starts[last - 1]:]))
+            self._starts[first:last] = [pos for pos, _ in kept]
+            self._chunks[first:last] = [part for _, part in kept]
+        self._pos = stop
+        self.size = max(self.size, stop)
         return len(chunk)
 
+    def _touching(self, start: int, stop: int) -> tuple[int, int]:
+        """The segments [first, last) that hold bytes of [start, stop)."""
+        first = bisect.bisect_right(self._starts, start) - 1
+        if first < 0 or self._starts[first] + len(self._chunks[first]) <= start:
+            first += 1
+        return first, max(first, bisect.bisect_left(self._starts, stop))
+
     def getrange(self, start: int, stop: int) -> bytes:
-        """File bytes [start, stop): later writes win, never-written bytes are 0."""
+        """File bytes [start, stop): never-written bytes are 0."""
         out = bytearray(stop - start)
-        for pos, chunk in self._writes:
+        first, last = self._touching(start, stop)
+        for pos, chunk in zip(self._starts[first:last], self._chunks[first:last]):
             lo, hi = max(pos, start), min(pos + len(chunk), stop)
-            if lo < hi:
-                # memoryview: the BigTIFF trailer is one write of megabytes
-                out[lo - start : hi - start] = memoryview(chunk)[lo - pos : hi - pos]
+            # memoryview: the BigTIFF trailer is one write of megabytes
+            out[lo - start : hi - start] = memoryview(chunk)[lo - pos : hi - pos]
         return bytes(out)
 
     def only_zeros_within(self, start: int, stop: int) -> bool:
         """Whether every byte written inside [start, stop) is 0."""
-        for pos, chunk in self._writes:
+        first, last = self._touching(start, stop)
+        for pos, chunk in zip(self._starts[first:last], self._chunks[first:last]):
             lo, hi = max(pos, start), min(pos + len(chunk), stop)
-            if lo < hi and chunk[lo - pos : hi - pos].count(0) != hi - lo:
+            if chunk[lo - pos : hi - pos].count(0) != hi - lo:
                 return False
         return True
