@@ -351,7 +351,9 @@ def test_series_list_keeps_each_entry_at_its_image() -> None:
 
 def test_a_collection_too_large_for_one_file_is_reported(tmp_path: Path) -> None:
     """Two series of 40,000 planes each could each have a file of their own, not one together (65,536 planes at
-    most): the report says so (built from metadata alone, no file written)."""
+    most): the report says so, and the file named at the listing reads as missing (built from metadata alone,
+    no file written)."""
+    from zarrfs.errors import NotFoundError
     from zarrfs.options import EngineOptions
     from zarrfs.view import VirtualTree
 
@@ -366,9 +368,13 @@ def test_a_collection_too_large_for_one_file_is_reported(tmp_path: Path) -> None
             {"path": "0", "coordinateTransformations": [{"type": "scale", "scale": [1, 1, 1]}]}]}]
     tree = VirtualTree.of_source(str(store), None, EngineOptions(), (".json", ".ome.tif"))
     try:
-        entries = tree.listdir(tree.lookup("/"))
-        report = json.loads(bytes(tree.open("/.group.json").layout.header))["bioformats2raw"]  # type: ignore
-        assert "many.ome.tif" not in entries and report["file"] is None
+        document = tree.open("/.group.json")
+        content = np.zeros(document.size, np.uint8)
+        document.read_into(0, content)
+        report = json.loads(content.tobytes())["bioformats2raw"]
+        assert report["file"] is None
+        with pytest.raises(NotFoundError):  # named from metadata when listed, refused when first sized
+            tree.open("/many.ome.tif").size
         assert report["problems"] == ["no many.ome.tif: its series together need more planes or tiles than one "
                                       "OME-TIFF holds (65536 planes, 1048576 tiles)"]
     finally:

@@ -17,26 +17,30 @@
   `OME/METADATA.ome.xml` rewritten to what the file holds
   (`formats.ome_metadata`), else built from each series' multiscales.
   Series that cannot join it (another sample type, axes OME-TIFF cannot
-  say) are left out and reported with the layout's own problems.
+  say) are left out and reported with the layout's own problems
+  (`CollectionFile.report`, for `.group.json`).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
+import threading
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
-from .conventions.bioformats2raw import Collection, collection_of_group
+from .conventions.bioformats2raw import Collection, collection_of_group, layout_number
 from .conventions.image import OmeImage, images_of_group, level_arrays
-from .conventions.plate import Plate, plate_of_group
+from .conventions.plate import plate_block, plate_of_group
 from .conventions.pyramid import overview_levels
 from .conventions.semantics import Semantics
 from .engine.engine import Engine
 from .engine.tiles import TiledFile
+from .errors import NotFoundError, ZarrfsError
 from .formats import OME_TIFF_SUFFIX
+from .formats.base import DeferredLayout
 from .formats.ome_metadata import merged_ome_xml
 from .formats.ome_tiff import MAX_PLANES, ImageLevels, ome_tiff_layout, safe_file_stem, storable
 from .formats.tiled_tiff import MAX_TILES
@@ -49,30 +53,51 @@ SemanticsOf = Callable[[ArrayMeta], Semantics]
 
 
 def ome_tiff_files(engine: Engine, group: GroupMeta, directory_name: str,
-                   semantics_of: SemanticsOf) -> dict[str, TiledFile]:
-    """File name -> OME-TIFF of each multiscale image, and of the plate, the group declares."""
-    files: dict[str, TiledFile] = {}
+                   semantics_of: SemanticsOf) -> dict[str, DeferredLayout]:
+    """File name -> OME-TIFF of each multiscale image, and of the plate, the group declares.
+
+    Names come from the group's metadata alone; each file is built the first
+    time its size or bytes are asked for. A plate's file needs every well,
+    field and level (thousands of nodes on a remote store): listing the
+    plate's directory, and so mounting a plate, must not wait for them.
+    """
+    files: dict[str, DeferredLayout] = {}
     for number, image in enumerate(images_of_group(group)):
         stem = safe_file_stem(image.name) or directory_name
         name = f"{stem}{f'-{number}' if number else ''}{OME_TIFF_SUFFIX}"
-        served = _guarded(name, group, lambda: _image_file(engine, image, name, semantics_of))
-        if served is not None:
-            files[name] = served
-    plate = plate_of_group(engine.hierarchy, group)
-    if plate is not None:
-        name = f"{safe_file_stem(plate.name) or directory_name}{OME_TIFF_SUFFIX}"
-        served = _guarded(name, group, lambda: _plate_file(engine, plate, name, semantics_of))
-        if served is not None and name not in files:
-            files[name] = served
+        files[name] = _deferred(name, group, functools.partial(_image_file, engine, image, name, semantics_of))
+    block = plate_block(group.attributes, "plate")
+    if block is not None:
+        plate_name = block.get("name") if isinstance(block.get("name"), str) else None
+        name = f"{safe_file_stem(plate_name) or directory_name}{OME_TIFF_SUFFIX}"
+        if name not in files:
+            files[name] = _deferred(name, group, functools.partial(_plate_file, engine, group, name, semantics_of))
     return files
 
 
-def _guarded(name: str, group: GroupMeta, build: Callable[[], TiledFile | None]) -> TiledFile | None:
-    try:
-        return build()
-    except Exception:  # one file that cannot be built must not hide the directory
-        log.exception("group /%s: cannot build its %s", group.path, name)
-        return None
+def _deferred(name: str, group: GroupMeta, build: Callable[[], TiledFile | None]) -> DeferredLayout:
+    """`build` run when the file is first needed. A file its metadata cannot make (no level array a TIFF
+    can hold, a plate without a well that resolves) is then ENOENT, logged once and not built again; a
+    store error (a stalled node) is raised to that caller, and the next one tries again."""
+    refused: list[NotFoundError] = []
+
+    def build_once() -> TiledFile:
+        if refused:
+            raise refused[0]
+        try:
+            served = build()
+        except ZarrfsError:
+            raise
+        except Exception:  # a file that cannot be built must not hide the directory
+            log.exception("group /%s: cannot build its %s", group.path, name)
+            served = None
+        if served is None:
+            log.warning("group /%s: %s cannot be made from its metadata; it reads as missing", group.path, name)
+            refused.append(NotFoundError(f"/{group.path}/{name}: cannot be made from the metadata (see the log)"))
+            raise refused[0]
+        return served
+
+    return DeferredLayout(build_once)  # type: ignore[arg-type]  # a TiledFile stands where a Layout stands
 
 
 def _image_levels(engine: Engine, image: OmeImage, semantics_of: SemanticsOf) -> ImageLevels | None:
@@ -88,7 +113,11 @@ def _image_file(engine: Engine, image: OmeImage, name: str, semantics_of: Semant
     return None if levels is None else _bind(engine, [levels], f"{image.group_path}#{image.index}", name)
 
 
-def _plate_file(engine: Engine, plate: Plate, name: str, semantics_of: SemanticsOf) -> TiledFile | None:
+def _plate_file(engine: Engine, group: GroupMeta, name: str, semantics_of: SemanticsOf) -> TiledFile | None:
+    engine.hierarchy.fetch_named_below(group.path)
+    plate = plate_of_group(engine.hierarchy, group)
+    if plate is None:
+        return None
     images: list[ImageLevels] = []
     wells: list[tuple[int, int, tuple[int, ...]]] = []
     for well in plate.wells:
@@ -114,65 +143,92 @@ def _plate_file(engine: Engine, plate: Plate, name: str, semantics_of: Semantics
     return _bind(engine, images, plate.group_path, name, OmePlate(plate.name, rows, columns, tuple(wells)))
 
 
-@dataclass(frozen=True)
 class CollectionFile:
-    """A bioformats2raw collection's OME-TIFF and what it says about the collection (for `.group.json`)."""
+    """A bioformats2raw collection's OME-TIFF, built the first time it is needed, and what the collection
+    could not give it (`report`).
 
-    name: str
-    file: TiledFile | None  # None when no series can be stored
-    report: dict[str, Any]
+    Its name comes from the group's metadata alone; the series (every
+    series' levels, thousands of nodes on a remote store) and the original
+    OME-XML are read when the file or the report is first asked for.
+    """
+
+    def __init__(self, engine: Engine, group: GroupMeta, directory_name: str, semantics_of: SemanticsOf,
+                 with_file: bool) -> None:
+        self.name = f"{directory_name.removesuffix('.ome') or directory_name}{OME_TIFF_SUFFIX}"
+        self.layout = _deferred(self.name, group, self._build)
+        self._engine, self._group, self._semantics_of, self._with_file = engine, group, semantics_of, with_file
+        self._lock = threading.Lock()
+        self._collection: Collection | None = None
+        self._left_out: list[str] = []  # series the file could not take, and why
+        self._built: TiledFile | None = None
+
+    def report(self) -> dict[str, Any]:
+        """The collection for `.group.json`: its series, its file, everything it could not use."""
+        collection = self._read()
+        if self._with_file and collection.series:
+            try:
+                self.layout.size  # builds the file: what it leaves out is part of the report
+            except ZarrfsError:
+                pass  # a file refused is in the report; a store error is the file's to raise
+        problems = [*collection.problems, *self._left_out]
+        return {"layout": collection.describe(), "series": [s.path for s in collection.series],
+                "file": self.name if self._built is not None else None, "problems": problems}
+
+    def _read(self) -> Collection:
+        with self._lock:
+            if self._collection is None:
+                self._engine.hierarchy.fetch_named_below(self._group.path)
+                found = collection_of_group(self._engine.hierarchy, self._group)
+                assert found is not None, "a CollectionFile is made only for a collection"
+                for problem in found.problems:
+                    log.warning("%s: bioformats2raw collection /%s: %s", self._engine.hierarchy.store.display_name,
+                                self._group.path, problem)
+                self._collection = found
+            return self._collection
+
+    def _build(self) -> TiledFile | None:
+        collection = self._read()
+        images: list[ImageLevels] = []
+        sources: list[int] = []
+        left_out: list[str] = []
+        for series in collection.series:
+            levels = _image_levels(self._engine, series.image, self._semantics_of)
+            why = "its level 0 is no array OME-TIFF can hold" if levels is None or not storable(levels) else \
+                "another data type than the first series (one file holds one)" \
+                if images and levels.levels[0].dtype != images[0].levels[0].dtype else None
+            if why is not None:
+                left_out.append(f"series {series.path!r} left out of {self.name}: {why}")
+                continue
+            images.append(dataclasses.replace(levels, name=levels.name or series.path))  # type: ignore[arg-type]
+            sources.append(series.index)
+        original = collection.metadata
+        rewrite = None
+        if original is not None:
+            def rewrite(built: bytes) -> bytes:
+                merged = merged_ome_xml(original, built, sources)
+                if merged is None:
+                    left_out.append("OME/METADATA.ome.xml cannot describe the file (no OME 2016-06 document with "
+                                    "Pixels in each Image), so its metadata comes from the multiscales")
+                return built if merged is None else merged
+        served = _bind(self._engine, images, f"{collection.group_path}#bioformats2raw", self.name,
+                       rewrite=rewrite) if images else None
+        if images and served is None:  # every image alone fits (`storable`): together they are too many
+            left_out.append(f"no {self.name}: its series together need more planes or tiles than one OME-TIFF "
+                            f"holds ({MAX_PLANES} planes, {MAX_TILES} tiles)")
+        for problem in left_out:
+            log.warning("%s: bioformats2raw collection /%s: %s", self._engine.hierarchy.store.display_name,
+                        self._group.path, problem)
+        self._left_out, self._built = left_out, served
+        return served
 
 
 def collection_file(engine: Engine, group: GroupMeta, directory_name: str, semantics_of: SemanticsOf,
-                    build: bool = True) -> CollectionFile | None:
-    """The OME-TIFF of the bioformats2raw collection a group declares (with `build` false, its report alone);
-    None when the group declares none."""
-    collection = collection_of_group(engine.hierarchy, group)
-    if collection is None:
+                    with_file: bool = True) -> CollectionFile | None:
+    """The bioformats2raw collection a group declares, as its OME-TIFF (`with_file`) and its report; None when
+    it declares none or is a plate (which takes precedence). Decided from the group's attributes alone."""
+    if layout_number(group.attributes) is None or plate_block(group.attributes, "plate") is not None:
         return None
-    name = f"{directory_name.removesuffix('.ome') or directory_name}{OME_TIFF_SUFFIX}"
-    left_out: list[str] = []
-    built = _guarded(name, group, lambda: _collection_file(engine, collection, name, semantics_of, left_out)) \
-        if build and collection.series else None
-    problems = [*collection.problems, *left_out]
-    for problem in problems:
-        log.warning("%s: bioformats2raw collection /%s: %s", engine.hierarchy.store.display_name, group.path,
-                    problem)
-    report = {"layout": collection.describe(), "series": [s.path for s in collection.series],
-              "file": name if built is not None else None, "problems": problems}
-    return CollectionFile(name, built, report)
-
-
-def _collection_file(engine: Engine, collection: Collection, name: str, semantics_of: SemanticsOf,
-                     left_out: list[str]) -> TiledFile | None:
-    images: list[ImageLevels] = []
-    sources: list[int] = []
-    for series in collection.series:
-        levels = _image_levels(engine, series.image, semantics_of)
-        why = "its level 0 is no array OME-TIFF can hold" if levels is None or not storable(levels) else \
-            "another data type than the first series (one file holds one)" \
-            if images and levels.levels[0].dtype != images[0].levels[0].dtype else None
-        if why is not None:
-            left_out.append(f"series {series.path!r} left out of {name}: {why}")
-            continue
-        images.append(dataclasses.replace(levels, name=levels.name or series.path))  # type: ignore
-        sources.append(series.index)
-    if not images:
-        return None
-    original = collection.metadata
-    rewrite = None
-    if original is not None:
-        def rewrite(built: bytes) -> bytes:
-            merged = merged_ome_xml(original, built, sources)
-            if merged is None:
-                left_out.append("OME/METADATA.ome.xml cannot describe the file (no OME 2016-06 document with Pixels "
-                                "in each Image), so its metadata comes from the multiscales")
-            return built if merged is None else merged
-    served = _bind(engine, images, f"{collection.group_path}#bioformats2raw", name, rewrite=rewrite)
-    if served is None:  # every image alone fits (`storable`): together they are too many
-        left_out.append(f"no {name}: its series together need more planes or tiles than one OME-TIFF holds "
-                        f"({MAX_PLANES} planes, {MAX_TILES} tiles)")
-    return served
+    return CollectionFile(engine, group, directory_name, semantics_of, with_file)
 
 
 def _bind(engine: Engine, images: list[ImageLevels], identity: str, name: str,
