@@ -31,6 +31,7 @@ ROOT_MODULES = {
     "memory": "memory",  # the daemon's allocator and heap trimmer: the process, not a read
     "view": "view",
     "view_ome": "view",
+    "view_netcdf": "view",
     "view_tiles": "view",
     "treeview": "view",
     "cli": "top",
