@@ -8,8 +8,10 @@ from typing import Any
 
 from .conventions.layout import group_layout
 from .conventions.semantics import Quantity, Semantics
+from .formats.netcdf import NC_SUFFIX, is_dataset_group, netcdf_plan
 from .hierarchy import Hierarchy
 from .model.meta import ArrayMeta, GroupMeta
+from .view import source_name
 
 # The meaning of an array (`SemanticsIndex.of`); without one, none is shown.
 SemanticsOf = Callable[[ArrayMeta], Semantics]
@@ -117,10 +119,24 @@ def tree_lines(hierarchy: Hierarchy, semantics_of: SemanticsOf | None = None) ->
 
 
 def _layout_lines(hierarchy: Hierarchy, group: GroupMeta, indent: str) -> Iterator[str]:
-    """The OME-Zarr layout of a group (image, plate, well, labels), one line each."""
+    """The OME-Zarr layout of a group (image, plate, well, labels), one line each; its NetCDF file."""
     layout = group_layout(hierarchy, group)
     for line in layout.split("; ") if layout else ():
         yield f"{indent}{line}"
+    yield from (f"{indent}{line}" for line in netcdf_lines(hierarchy, group))
+
+
+def netcdf_lines(hierarchy: Hierarchy, group: GroupMeta) -> list[str]:
+    """A dataset group's NetCDF file: how many variables, and each array it leaves out, with why."""
+    arrays = [(child.name, child.node) for child in hierarchy.children(group.path)
+              if isinstance(child.node, ArrayMeta)]
+    if not is_dataset_group(arrays):
+        return []
+    plan = netcdf_plan(group, arrays)
+    name = (group.path.rpartition("/")[2] or source_name(hierarchy.store.display_name)) + NC_SUFFIX
+    lines = [f"NetCDF dataset: {name}: {len(plan.layout.variables)} variables"]
+    lines += [f"{name}: /{path} left out: {reason}" for path, reason in plan.left_out]
+    return lines
 
 
 def _meaning_lines(meta: ArrayMeta, semantics_of: SemanticsOf | None, indent: str) -> Iterator[str]:

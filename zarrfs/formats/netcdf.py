@@ -67,8 +67,6 @@ MAX_DIMENSION = 2**31 - 1
 ALIGN = 8
 # Attributes a NetCDF file must not repeat: Zarr bookkeeping, and netCDF-C's reserved names.
 _DROPPED_ATTRIBUTE_PREFIXES = ("_ARRAY_DIMENSIONS", "_NC")
-# Attributes that CF requires in the variable's own (packed) type.
-_TYPED_ATTRIBUTES = ("_FillValue", "missing_value", "valid_min", "valid_max", "valid_range")
 
 
 class InexactValueError(ZarrfsError):
@@ -231,7 +229,7 @@ def netcdf_plan(group: GroupMeta, arrays: list[tuple[str, ArrayMeta]], version: 
         for dim, length in zip(names, shape, strict=True):
             dims.setdefault(dim, length)
             owners.setdefault(dim, meta.path)
-        attributes = _variable_attributes(meta, nc_type, target, conversion, version) + extra
+        attributes = _variable_attributes(meta, nc_type, conversion, version) + extra
         specs.append(_Spec(name, meta, nc_type, names, shape, target, conversion, attributes))
     if version == 2:
         specs, too_large = _place_for_cdf2(specs)
@@ -311,7 +309,7 @@ def _place_for_cdf2(specs: list[_Spec]) -> tuple[list[_Spec], list[_Spec]]:
 # ---------------------------------------------------------------- attributes
 
 
-def _variable_attributes(meta: ArrayMeta, nc_type: int, target: np.dtype, conversion: str,
+def _variable_attributes(meta: ArrayMeta, nc_type: int, conversion: str,
                          version: int) -> list[tuple[str, int, bytes, int]]:
     attributes = []
     values = dict(meta.attributes)
@@ -321,16 +319,14 @@ def _variable_attributes(meta: ArrayMeta, nc_type: int, target: np.dtype, conver
     for name, value in values.items():
         if name.startswith(_DROPPED_ATTRIBUTE_PREFIXES):
             continue
-        if name in _TYPED_ATTRIBUTES and nc_type != NC_CHAR:
-            typed = _typed_values(value, meta.dtype, nc_type, target, conversion)
-            if typed is not None:
-                attributes.append((name, nc_type, typed.tobytes(), len(typed)))
-                continue
-            if name == "_FillValue":  # a fill value of another type: netCDF-C refuses the variable
-                continue
-        elif name == "_FillValue":
+        if name != "_FillValue":  # other attributes keep their JSON type, as xarray writes them
+            attributes.append(_attribute(name, value, version))
             continue
-        attributes.append(_attribute(name, value, version))
+        # netCDF-C refuses a `_FillValue` of another type than its variable's: one of another
+        # type, or of a char variable, is left out.
+        typed = None if nc_type == NC_CHAR else _typed_values(value, meta.dtype, nc_type, conversion)
+        if typed is not None:
+            attributes.append((name, nc_type, typed.tobytes(), len(typed)))
     return attributes
 
 
@@ -353,9 +349,8 @@ def _fill_value(meta: ArrayMeta) -> Any:
     return None
 
 
-def _typed_values(value: Any, source: np.dtype, nc_type: int, target: np.dtype,
-                  conversion: str) -> np.ndarray | None:
-    """A CF attribute in the variable's file type (an unsigned value as its signed bit pattern), or None."""
+def _typed_values(value: Any, source: np.dtype, nc_type: int, conversion: str) -> np.ndarray | None:
+    """`_FillValue` in the variable's file type (an unsigned value as its signed bit pattern), or None."""
     values = value if isinstance(value, list) else [value]
     if not values or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
         return None
