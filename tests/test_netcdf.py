@@ -12,7 +12,9 @@ as a NetCDF-3 64-bit-offset file. Readers: ncdump, xarray (`netcdf4` and
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 import re
 import subprocess
 import warnings
@@ -264,25 +266,33 @@ def test_tree_names_what_is_left_out(store: tuple[Path, Path, int]) -> None:
 def test_int64_beyond_double_fails_in_cdf2_and_is_exact_in_cdf5(tmp_path: Path) -> None:
     path = tmp_path / "big.zarr"
     group = zarr.open_group(path, mode="w", zarr_format=3)
-    exact = group.create_array("small", shape=(3,), dtype="int64", dimension_names=["n"])
-    exact[...] = [1, 2, 2**53]
-    large = group.create_array("large", shape=(3,), dtype="int64", dimension_names=["n"])
-    large[...] = [1, 2**60 + 1, 3]
-    with mounted(path, tmp_path / "mnt", tmp_path / "log",
-                 expected_log=[r"ERROR zarrfs.*2\^?.*|.*is not exact as a double.*"]) as mount:
-        with netCDF4.Dataset(mount.root / "big.nc") as nc:
-            np.testing.assert_array_equal(nc["small"][...], [1, 2, 2**53])
-            assert nc["small"].dtype == np.float64
-        with pytest.raises(OSError), open(mount.root / "big.nc", "rb") as raw:
-            raw.read()  # the block of `large` holds a value no double holds: EIO, never a rounded value
+    group.create_array("large", shape=(3,), dtype="int64", dimension_names=["n"])[...] = [1, 2**60 + 1, 3]
+    group.create_array("field", shape=(6, 512, 512), dtype="float32", dimension_names=["t", "y", "x"])[...] = 1.5
+    # `field` (6 MiB) first: netCDF-C reads a file's first 4 MiB at open, which must not reach `large`.
+    with mounted(path, tmp_path / "mnt", tmp_path / "log", expected_log=[r".*is not exact as a double.*"]) as mount:
         with netCDF4.Dataset(mount.root / "big.cdf5.nc") as nc:
             assert nc["large"].dtype == np.int64
             np.testing.assert_array_equal(nc["large"][...], [1, 2**60 + 1, 3])
+        with netCDF4.Dataset(mount.root / "big.nc") as nc:
+            assert nc["large"].dtype == np.float64
+            begin = nc["field"].size * 4  # placed after `field`, on pages of its own
+            np.testing.assert_array_equal(nc["field"][0], np.full((512, 512), 1.5, "float32"))
+        fd = os.open(mount.root / "big.nc", os.O_RDONLY)
+        try:
+            size = os.fstat(fd).st_size
+            with pytest.raises(OSError) as failed:
+                os.pread(fd, 8, size - 8)  # a value no double holds: EIO, never a rounded value
+            assert failed.value.errno == errno.EIO
+            assert os.pread(fd, 4096, 0)[:4] == b"CDF\x02"
+        finally:
+            os.close(fd)
+        assert begin < size
 
 
 def test_hyperslab_loads_only_the_chunks_near_it(tmp_path: Path) -> None:
-    """`ncks -d time,K` of a 12-step variable, one chunk per step, loads that step's chunk and at most
-    the kernel's readahead window (4 MiB) around the reads, never the whole variable."""
+    """`ncks -d time,K` of a 12-step variable, one 2 MiB chunk per step, loads on demand that step's
+    chunk and those the kernel's readahead (4 MiB) asks for beside the header and past the slab;
+    the rest of what is loaded is zarrfs's own readahead (`prefetches`), never the whole variable."""
     steps, chunk = 12, (1, 720, 1440)  # 2 MiB a chunk (int16)
     data = np.random.default_rng(3).integers(-3000, 3000, (steps, 720, 1440), dtype="int16")
     ds = xr.Dataset({"t2m": (("time", "lat", "lon"), data)},
@@ -292,8 +302,10 @@ def test_hyperslab_loads_only_the_chunks_near_it(tmp_path: Path) -> None:
     ds.to_zarr(tmp_path / "slab.zarr", zarr_format=3, mode="w", consolidated=False)
     with mounted(tmp_path / "slab.zarr", tmp_path / "mnt", tmp_path / "log") as mount:
         _run("ncks", "-O", "-v", "t2m", "-d", "time,6", mount.root / "slab.nc", tmp_path / "out.nc")
-        loads = json.loads((mount.root / ".zarrfs-stats.json").read_text())["cache"]["loads"]
+        cache = json.loads((mount.root / ".zarrfs-stats.json").read_text())["cache"]
         with netCDF4.Dataset(tmp_path / "out.nc") as out:
             np.testing.assert_array_equal(out["t2m"][0], data[6])
     coordinate_chunks = 3
-    assert loads - coordinate_chunks <= 1 + 2 * 2, loads  # step 6, and 4 MiB of readahead either side at most
+    demand = cache["loads"] - cache["prefetches"] - coordinate_chunks
+    assert 1 <= demand <= 1 + 2 + 2, cache  # step 6; 4 MiB of kernel readahead at the header and after the slab
+    assert cache["loads"] - coordinate_chunks < steps, cache

@@ -65,6 +65,11 @@ MAX_DIMENSION = 2**31 - 1
 # Variables begin on 8-byte boundaries: a read at an aligned file offset starts on an element,
 # so the byte swap runs in place in the reply.
 ALIGN = 8
+# Variables up to this size go first, after the header (`netcdf_plan`).
+SMALL_VARIABLE = 1 << 20
+# An int64 variable served as double has pages of its own: a value no double holds fails the
+# reads of its pages (EIO), and only of its pages, never the header's or another variable's.
+PAGE = 4096
 # Attributes a NetCDF file must not repeat: Zarr bookkeeping, and netCDF-C's reserved names.
 _DROPPED_ATTRIBUTE_PREFIXES = ("_ARRAY_DIMENSIONS", "_NC")
 
@@ -231,6 +236,9 @@ def netcdf_plan(group: GroupMeta, arrays: list[tuple[str, ArrayMeta]], version: 
             owners.setdefault(dim, meta.path)
         attributes = _variable_attributes(meta, nc_type, conversion, version) + extra
         specs.append(_Spec(name, meta, nc_type, names, shape, target, conversion, attributes))
+    # Small variables (coordinates, mostly) first, beside the header: readers read both in the
+    # same large blocks at open, and no block of them reaches into a large variable's chunks.
+    specs.sort(key=lambda spec: spec.nbytes > SMALL_VARIABLE)
     if version == 2:
         specs, too_large = _place_for_cdf2(specs)
         left_out += [(spec.meta.path, "CDF-2 holds one variable over 4 GiB, the last; it is in the CDF-5 file")
@@ -300,10 +308,17 @@ def _file_type(dtype: np.dtype, version: int) -> tuple[int, np.dtype, str, list]
 
 
 def _place_for_cdf2(specs: list[_Spec]) -> tuple[list[_Spec], list[_Spec]]:
-    """The variables in file order, the one over CDF-2's vsize limit (if any) last; the others over it."""
+    """The variables in file order, and those over CDF-2's vsize limit that it cannot hold.
+
+    The one over the limit (if any) goes last, as CDF-2 requires; int64 variables served as
+    double go just before it, away from the header and the other variables: a value no double
+    holds fails the reads of their pages, and readers read the header in large blocks.
+    """
     large = [spec for spec in specs if _padded(spec.nbytes) > CDF2_VSIZE_LIMIT]
     small = [spec for spec in specs if _padded(spec.nbytes) <= CDF2_VSIZE_LIMIT]
-    return small + large[:1], large[1:]
+    checked = [spec for spec in small if spec.conversion == "exact"]
+    plain = [spec for spec in small if spec.conversion != "exact"]
+    return plain + checked + large[:1], large[1:]
 
 
 # ---------------------------------------------------------------- attributes
@@ -414,8 +429,10 @@ def _layout(version: int, dims: dict[str, int], global_attributes: list, specs: 
     length = len(_header(version, dims, global_attributes, specs, begins))
     position = _aligned(length)
     for i, spec in enumerate(specs):
+        if spec.conversion == "exact":
+            position = _aligned(position, PAGE)
         begins[i] = position
-        position = _aligned(position + _padded(spec.nbytes))
+        position = _aligned(position + _padded(spec.nbytes), PAGE if spec.conversion == "exact" else ALIGN)
     size = begins[-1] + _padded(specs[-1].nbytes) if specs else length
     header = _header(version, dims, global_attributes, specs, begins)
     variables = tuple(Variable(spec.name, spec.meta.path, begin, spec.nbytes, spec.meta.dtype, spec.target,
@@ -473,5 +490,5 @@ def _padded(n: int) -> int:
     return -(-n // 4) * 4
 
 
-def _aligned(n: int) -> int:
-    return -(-n // ALIGN) * ALIGN
+def _aligned(n: int, alignment: int = ALIGN) -> int:
+    return -(-n // alignment) * alignment
