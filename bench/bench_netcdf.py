@@ -12,7 +12,9 @@ fetched from the store files, which are in the page cache, and decoded):
 
     ncks -O -v t2m FILE out.nc      cdo -s timmean FILE out.nc
 
-and, on a fresh mount, the chunk loads of `ncks -O -v t2m -d time,K` (one time step).
+and, on a fresh mount, the chunk loads of `ncks -O -v t2m -d time,K` (one time step). Where
+the time goes: cold `dd` of `t2m.raw` (C read path) against `NAME.nc` (Python, byte-swapped),
+then with every chunk cached; `ncks` twice on one mount (the second from the page cache).
 Reported: per-run seconds, medians, and ratios oracle seconds / mount seconds (>= 0.8
 is the target; above 1 the mount is faster). The machine may be shared: see the note
 printed with the numbers.
@@ -133,6 +135,19 @@ def main() -> None:
                     results[command][side].append(seconds)
                     print(f"repeat {repeat} {command:12s} {side:6s} {seconds:7.2f} s", flush=True)
         mountpoint = work / "mnt"
+        # Where the time goes: the same cold read of the variable's bytes as `t2m.raw` (the C read
+        # path, no byte swap) and as `NAME.nc` (Python, swapped), each on a fresh mount.
+        for file in ("t2m.raw", f"{name}.nc", "t2m.raw", f"{name}.nc"):
+            warm_page_cache(store)
+            with mounted(zarrfs_mount(store, mountpoint, CACHE), mountpoint):
+                cold = run(["dd", f"if={mountpoint / file}", "of=/dev/null", "bs=1M"])
+                warm = run(["dd", f"if={mountpoint / file}", "of=/dev/null", "bs=1M", "iflag=direct"])
+            print(f"dd {file:12s} cold daemon {cold:6.2f} s, every chunk cached (direct I/O) {warm:6.2f} s")
+        with mounted(zarrfs_mount(store, mountpoint, CACHE), mountpoint):
+            for repeat in range(2):  # the second run reads the kernel's page cache of the mounted file
+                seconds = run(COMMANDS["ncks -v t2m"](mountpoint / f"{name}.nc", out))
+                print(f"ncks -v t2m on one mount, run {repeat + 1}: {seconds:6.2f} s")
+            out.unlink(missing_ok=True)
         with mounted(zarrfs_mount(store, mountpoint, CACHE), mountpoint):
             step = args.steps // 2 + 3
             run(["ncks", "-O", "-v", "t2m", "-d", f"time,{step}", str(mountpoint / f"{name}.nc"), str(out)])

@@ -39,6 +39,7 @@ import math
 import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -99,6 +100,12 @@ class NetcdfLayout:
     variables: tuple[Variable, ...]
     size: int
 
+    @cached_property
+    def _blocks(self) -> tuple[list[int], list[int]]:
+        """The begins of the variables that have bytes, in file order, and their indices."""
+        indices = [i for i, variable in enumerate(self.variables) if variable.nbytes]
+        return [self.variables[i].begin for i in indices], indices
+
     def read_into(self, offset: int, out: np.ndarray,
                   read_array: Callable[[int, int, int, np.ndarray], Any]) -> int:
         """Bytes [offset, offset + len(out)) of the file into the uint8 array `out`; how many there were.
@@ -107,8 +114,8 @@ class NetcdfLayout:
         variable i's array (C order, the array's own dtype) into the uint8 array `target`.
         """
         end = min(offset + len(out), self.size)
+        begins, indices = self._blocks
         position = offset
-        begins = [variable.begin for variable in self.variables]
         while position < end:
             piece = out[position - offset:]
             if position < len(self.header):
@@ -116,13 +123,14 @@ class NetcdfLayout:
                 piece[:stop - position] = np.frombuffer(self.header, np.uint8, stop - position, position)
                 position = stop
                 continue
-            index = bisect.bisect_right(begins, position) - 1
-            variable = self.variables[index] if index >= 0 else None
+            found = bisect.bisect_right(begins, position) - 1
+            variable = self.variables[indices[found]] if found >= 0 else None
             if variable is None or position >= variable.begin + variable.nbytes:  # padding before the next block
-                stop = min(end, begins[index + 1] if index + 1 < len(begins) else self.size)
+                stop = min(end, begins[found + 1] if found + 1 < len(begins) else self.size)
                 piece[:stop - position] = 0
                 position = stop
                 continue
+            index = indices[found]
             stop = min(end, variable.begin + variable.nbytes)
             read_variable(variable, position - variable.begin, stop - variable.begin, piece[:stop - position],
                           lambda start, stop_, target, i=index: read_array(i, start, stop_, target))
@@ -162,7 +170,7 @@ def convert(values: np.ndarray, variable: Variable) -> np.ndarray:
         with np.errstate(invalid="ignore"):
             back = converted.astype(values.dtype)
         limit = 2.0 ** (values.dtype.itemsize * 8 - (values.dtype.kind == "i"))
-        inexact = (back != values) | (np.abs(converted) >= limit)
+        inexact = (back != values) | (converted >= limit)  # -2^63 is exact; 2^63 is no int64
         if inexact.any():
             value = values[np.argmax(inexact)]
             raise InexactValueError(f"variable {variable.name}: {value} is not exact as a double; "
@@ -261,6 +269,8 @@ def _unusable(meta: ArrayMeta) -> str | None:
         return "it has no dimension names"
     if any(length > MAX_DIMENSION for length in meta.shape):
         return f"a dimension longer than {MAX_DIMENSION}"
+    if 0 in meta.shape:  # a dimension of length 0 is the record dimension in NetCDF classic
+        return "a dimension of length 0"
     return None
 
 
@@ -463,7 +473,8 @@ def _header(version: int, dims: dict[str, int], global_attributes: list, specs: 
         parts += [_name(spec.name, count), np.array(len(spec.dims), count).tobytes(),
                   np.array([dim_ids[d] for d in spec.dims], count).tobytes(),
                   _attributes(spec.attributes, count), np.array(spec.nc_type, ">i").tobytes(),
-                  np.array(vsize, count).tobytes(), np.array(begin, ">q").tobytes()]
+                  np.array(vsize, ">Q" if version == 5 else ">I").tobytes(),  # unsigned: CDF-2's 2^32 - 1
+                  np.array(begin, ">q").tobytes()]
     return b"".join(parts)
 
 
