@@ -83,7 +83,9 @@ def write_oracle(store: Path, zarr_format: int, path: Path) -> None:
     """The store's dataset (as xarray opens it: its variables in the store's order, with their
     encoding) written by xarray as NetCDF-3 (64-bit offset); uint8 as byte + `_Unsigned`, as CDF-2 holds it."""
     ds = xr.open_zarr(store, zarr_format=zarr_format, consolidated=False, decode_times=False).drop_vars("notes")
-    ds = ds.load()
+    # In name order, as zarrfs lists a group (zarr-python's listing order varies): CDO takes a grid's
+    # mapping from the first variable on the grid that names one.
+    ds = ds[sorted(ds.data_vars)].load()
     ds["count"] = ds["count"].copy(data=ds["count"].values.view("i1"))
     ds["count"].attrs["_Unsigned"] = "true"
     ds["count"].encoding = {}
