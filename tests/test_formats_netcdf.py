@@ -108,7 +108,7 @@ def test_netcdf4_reads_the_cdf5_file(open_engine, tmp_path: Path) -> None:
 
 
 def test_int64_is_double_when_exact_and_refused_when_not() -> None:
-    variable = Variable("t", "t", 0, 24, np.dtype("<i8"), np.dtype(">f8"), "exact")
+    variable = Variable("t", "t", 0, 24, (3,), np.dtype("<i8"), np.dtype(">f8"), "exact")
     source = np.array([0, -2**63, 2**53], "<i8")
     out = np.empty(24, np.uint8)
     read_variable(variable, 0, 24, out, lambda a, b, t: t.__setitem__(slice(None), source.view(np.uint8)[a:b]))

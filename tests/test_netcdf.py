@@ -311,3 +311,36 @@ def test_hyperslab_loads_only_the_chunks_near_it(tmp_path: Path) -> None:
     demand = cache["loads"] - cache["prefetches"] - coordinate_chunks
     assert 1 <= demand <= 1 + 2 + 2, cache  # step 6; 4 MiB of kernel readahead at the header and after the slab
     assert cache["loads"] - coordinate_chunks < steps, cache
+
+
+def test_gdal_multidimensional_zarr_writer_round_trips(tmp_path: Path) -> None:
+    """A NetCDF-3 file turned into Zarr v2 by GDAL's multidimensional writer (`gdalmdimtranslate`)
+    comes back as the same NetCDF file: ncdump's header equal to the source's (but GDAL's own `_CRS`
+    attribute, its way of keeping a CRS), the same pixels in GDAL."""
+    source = tmp_path / "source.nc"
+    rng = np.random.default_rng(11)
+    with netCDF4.Dataset(source, "w", format="NETCDF3_64BIT_OFFSET") as nc:
+        nc.setncatts({"title": "gdal round trip", "Conventions": "CF-1.8"})
+        for name, length in (("time", 4), ("lat", 10), ("lon", 16)):
+            nc.createDimension(name, length)
+        for name, values, units in (("lat", np.linspace(45, 36, 10), "degrees_north"),
+                                    ("lon", np.linspace(0, 15, 16), "degrees_east")):
+            variable = nc.createVariable(name, "f8", (name,))
+            variable.units = units
+            variable[:] = values
+        time = nc.createVariable("time", "i4", ("time",))
+        time.units, time.calendar = "hours since 2000-01-01", "standard"
+        time[:] = [0, 6, 12, 18]
+        t2m = nc.createVariable("t2m", "i2", ("time", "lat", "lon"), fill_value=-32768)
+        t2m.set_auto_maskandscale(False)
+        t2m.setncatts({"units": "K", "scale_factor": 0.01, "add_offset": 273.15})
+        t2m[:] = rng.integers(-3000, 3000, (4, 10, 16), dtype="int16")
+    _run("gdalmdimtranslate", "-q", "-of", "ZARR", source, tmp_path / "gdal.zarr")
+    with mounted(tmp_path / "gdal.zarr", tmp_path / "mnt", tmp_path / "log") as mount:
+        served = parse_cdl(_run("ncdump", "-h", mount.root / "gdal.nc"))
+        for variable in served["variables"].values():
+            variable["attributes"].pop("_CRS", None)
+        assert served == parse_cdl(_run("ncdump", "-h", source))
+        checksums = [re.findall(r"Checksum=(\d+)", _run("gdalinfo", "-checksum", f'NETCDF:"{path}":t2m'))
+                     for path in (mount.root / "gdal.nc", source)]
+        assert checksums[0] == checksums[1] and len(checksums[0]) == 4

@@ -16,10 +16,15 @@ import numpy as np
 
 from .engine.engine import Engine
 from .engine.readahead import ReadStream
+from .errors import ZarrfsError
 from .formats.netcdf import CDF5_SUFFIX, NC_SUFFIX, NetcdfLayout, is_dataset_group, netcdf_plan
 from .model.meta import ArrayMeta, GroupMeta
 
 log = logging.getLogger(__name__)
+
+
+class StaleFileError(ZarrfsError):
+    """A variable's array changed its type or shape since the file was listed (EIO: reopen it)."""
 
 
 @dataclass(frozen=True)
@@ -60,10 +65,12 @@ class OpenNetcdf:
         return self.file.layout.read_into(offset, out, self._read_array)
 
     def _read_array(self, index: int, start: int, stop: int, target: np.ndarray) -> None:
-        reader = self.file.engine.reader(self.file.layout.variables[index].array_path)
-        done = reader.read_into(start, stop, target, self._streams[index])
-        if done != stop - start:  # the array shrank under a metadata refresh: never short bytes
-            target[done:] = 0
+        variable = self.file.layout.variables[index]
+        reader = self.file.engine.reader(variable.array_path)
+        if reader.meta.dtype != variable.source or reader.meta.shape != variable.shape:
+            raise StaleFileError(f"/{variable.array_path} changed under an open NetCDF file (a metadata "
+                                 "refresh): open the file again")
+        reader.read_into(start, stop, target, self._streams[index])
 
 
 def netcdf_files(engine: Engine, group: GroupMeta, directory_name: str) -> dict[str, NetcdfFile]:

@@ -87,6 +87,7 @@ class Variable:
     array_path: str
     begin: int  # file offset of its first byte
     nbytes: int  # its values' bytes (the block is padded to 4, then to the next begin, with zeros)
+    shape: tuple[int, ...]  # the array's shape
     source: np.dtype  # the array's element type, its byte order explicit
     target: np.dtype  # the file's element type: big-endian, or `S<n>` for char
     conversion: str  # "copy" (same bytes), "swap" (byte order), "cast" (numpy), "exact" (int64 as double), "utf8"
@@ -208,8 +209,8 @@ class _Spec:
 
     @property
     def nbytes(self) -> int:
-        return math.prod(self.shape) * self.target.itemsize if self.nc_type != NC_CHAR else \
-            math.prod(self.shape)
+        # A char variable's shape ends with its string dimension: one byte an element.
+        return math.prod(self.shape) * (1 if self.nc_type == NC_CHAR else self.target.itemsize)
 
 
 def netcdf_plan(group: GroupMeta, arrays: list[tuple[str, ArrayMeta]], version: int = 2) -> NetcdfPlan:
@@ -292,7 +293,7 @@ def _string_dimension(width: int, dims: dict[str, int]) -> str:
 def _file_type(dtype: np.dtype, version: int) -> tuple[int, np.dtype, str, list] | None:
     """(nc_type, the file's element dtype, conversion, extra attributes) of an array dtype, or None."""
     kind, size = dtype.kind, dtype.itemsize
-    swap = "swap" if size > 1 and dtype.byteorder == "<" else "copy"
+    swap = "swap" if size > 1 and dtype != dtype.newbyteorder(">") else "copy"  # "=" may be little-endian
     big = dtype.newbyteorder(">")
     if kind == "b":
         return NC_BYTE, np.dtype("i1"), "copy", [_text_attribute("dtype", "bool")]
@@ -445,7 +446,8 @@ def _layout(version: int, dims: dict[str, int], global_attributes: list, specs: 
         position = _aligned(position + _padded(spec.nbytes), PAGE if spec.conversion == "exact" else ALIGN)
     size = begins[-1] + _padded(specs[-1].nbytes) if specs else length
     header = _header(version, dims, global_attributes, specs, begins)
-    variables = tuple(Variable(spec.name, spec.meta.path, begin, spec.nbytes, spec.meta.dtype, spec.target,
+    variables = tuple(Variable(spec.name, spec.meta.path, begin, spec.nbytes, spec.meta.shape, spec.meta.dtype,
+                               spec.target,
                                spec.conversion) for spec, begin in zip(specs, begins, strict=True))
     return NetcdfLayout(header, variables, size)
 
