@@ -68,6 +68,10 @@ MAX_DIMENSION = 2**31 - 1
 ALIGN = 8
 # Variables up to this size go first, after the header (`netcdf_plan`).
 SMALL_VARIABLE = 1 << 20
+# Zero bytes before each large variable: a reader's block read of the header (netCDF-C reads up to
+# 4 MiB at open) or of the variable before, and the kernel's readahead past it (4 MiB on a local
+# mount), then reach no chunk of the large variable, so a slab loads only its own chunks.
+READAHEAD_GAP = 4 << 20
 # An int64 variable served as double has pages of its own: a value no double holds fails the
 # reads of its pages (EIO), and only of its pages, never the header's or another variable's.
 PAGE = 4096
@@ -440,7 +444,9 @@ def _layout(version: int, dims: dict[str, int], global_attributes: list, specs: 
     length = len(_header(version, dims, global_attributes, specs, begins))
     position = _aligned(length)
     for i, spec in enumerate(specs):
-        if spec.conversion == "exact":
+        if spec.nbytes > SMALL_VARIABLE:
+            position = _aligned(position + READAHEAD_GAP, PAGE)
+        elif spec.conversion == "exact":
             position = _aligned(position, PAGE)
         begins[i] = position
         position = _aligned(position + _padded(spec.nbytes), PAGE if spec.conversion == "exact" else ALIGN)
