@@ -263,6 +263,8 @@ def test_tree_names_what_is_left_out(store: tuple[Path, Path, int]) -> None:
     done = run_zarrfs("tree", path)
     assert done.returncode == 0, done.stderr
     assert re.search(r"climate\.nc: .*/notes .*variable-length", done.stdout), done.stdout
+    listed = json.loads(run_zarrfs("tree", "--json", path).stdout)["netcdf"]
+    assert listed[0] == "NetCDF dataset: climate.nc: 13 variables" and "/notes left out" in listed[1]
 
 
 def test_int64_beyond_double_fails_in_cdf2_and_is_exact_in_cdf5(tmp_path: Path) -> None:

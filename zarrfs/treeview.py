@@ -171,6 +171,9 @@ def _node_json(node: ArrayMeta | GroupMeta, semantics_of: SemanticsOf | None, hi
     layout = group_layout(hierarchy, node) if isinstance(node, GroupMeta) else None
     if layout:
         doc["ome_layout"] = layout.split("; ")
+    netcdf = netcdf_lines(hierarchy, node) if isinstance(node, GroupMeta) else []
+    if netcdf:
+        doc["netcdf"] = netcdf
     if isinstance(node, ArrayMeta) and semantics_of is not None:
         semantics = semantics_of(node)
         if not semantics.empty:
