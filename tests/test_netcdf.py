@@ -346,3 +346,20 @@ def test_gdal_multidimensional_zarr_writer_round_trips(tmp_path: Path) -> None:
         checksums = [re.findall(r"Checksum=(\d+)", _run("gdalinfo", "-checksum", f'NETCDF:"{path}":t2m'))
                      for path in (mount.root / "gdal.nc", source)]
         assert checksums[0] == checksums[1] and len(checksums[0]) == 4
+
+
+def test_random_reads_equal_one_sequential_read(mount: Any) -> None:
+    """Reads at odd offsets and sizes (inside elements, across the header, gaps and variables), each
+    answered by the daemon, give the bytes one sequential read gives (whose values netCDF4 and xarray
+    read as the store's, tests above)."""
+    path = mount.root / "climate.nc"
+    whole = path.read_bytes()
+    rng = np.random.default_rng(5)
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECT)  # past the page cache: every read reaches the daemon
+    try:
+        for _ in range(300):
+            offset = int(rng.integers(0, len(whole)))
+            size = int(rng.integers(1, 9000))
+            assert os.pread(fd, size, offset) == whole[offset:offset + size], (offset, size)
+    finally:
+        os.close(fd)
