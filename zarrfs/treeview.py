@@ -8,10 +8,11 @@ from typing import Any
 
 from .conventions.layout import group_layout
 from .conventions.semantics import Quantity, Semantics
-from .formats.netcdf import NC_SUFFIX, is_dataset_group, netcdf_plan
+from .formats.netcdf import NC_SUFFIX, netcdf_plan
 from .hierarchy import Hierarchy
 from .model.meta import ArrayMeta, GroupMeta
 from .view import source_name
+from .view_netcdf import dataset_arrays
 
 # The meaning of an array (`SemanticsIndex.of`); without one, none is shown.
 SemanticsOf = Callable[[ArrayMeta], Semantics]
@@ -128,9 +129,8 @@ def _layout_lines(hierarchy: Hierarchy, group: GroupMeta, indent: str) -> Iterat
 
 def netcdf_lines(hierarchy: Hierarchy, group: GroupMeta) -> list[str]:
     """A dataset group's NetCDF file: how many variables, and each array it leaves out, with why."""
-    arrays = [(child.name, child.node) for child in hierarchy.children(group.path)
-              if isinstance(child.node, ArrayMeta)]
-    if not is_dataset_group(arrays):
+    arrays = dataset_arrays(hierarchy, group)
+    if arrays is None:
         return []
     plan = netcdf_plan(group, arrays)
     name = (group.path.rpartition("/")[2] or source_name(hierarchy.store.display_name)) + NC_SUFFIX

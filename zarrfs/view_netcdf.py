@@ -4,7 +4,8 @@ A group whose arrays name their dimensions (every xarray dataset) has
 `NAME.nc`, its CDF-2 file, NAME the group's name (the store's for the root
 group); and `NAME.cdf5.nc` beside it when some array is exact only in CDF-5
 (int64, uint64) or CDF-2 cannot place it (a second variable over 4 GiB).
-Arrays left out of a file are logged once per listing and shown by `zarrfs tree`.
+Arrays left out of a file are logged (INFO) once per listing and shown by `zarrfs tree`.
+An OME-Zarr image group is no dataset: its arrays are the levels of one image.
 """
 
 from __future__ import annotations
@@ -14,10 +15,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .conventions.image import images_of_group
 from .engine.engine import Engine
 from .engine.readahead import ReadStream
 from .errors import ZarrfsError
 from .formats.netcdf import CDF5_SUFFIX, NC_SUFFIX, NetcdfLayout, is_dataset_group, netcdf_plan
+from .hierarchy import Hierarchy
 from .model.meta import ArrayMeta, GroupMeta
 
 log = logging.getLogger(__name__)
@@ -73,18 +76,30 @@ class OpenNetcdf:
         reader.read_into(start, stop, target, self._streams[index])
 
 
+def dataset_arrays(hierarchy: Hierarchy, group: GroupMeta) -> list[tuple[str, ArrayMeta]] | None:
+    """(name, metadata) of the arrays of a dataset group; None when the group is no NetCDF dataset:
+    none of its arrays names its dimensions, or it is an OME-Zarr image, whose arrays are the
+    levels of one image (its file is `NAME.ome.tif`)."""
+    if images_of_group(group):
+        return None
+    arrays = [(child.name, child.node) for child in hierarchy.children(group.path)
+              if isinstance(child.node, ArrayMeta)]
+    return arrays if is_dataset_group(arrays) else None
+
+
 def netcdf_files(engine: Engine, group: GroupMeta, directory_name: str) -> dict[str, NetcdfFile]:
     """File name -> NetCDF file of the group, when it is a dataset ({} otherwise)."""
-    arrays = [(child.name, child.node) for child in engine.hierarchy.children(group.path)
-              if isinstance(child.node, ArrayMeta)]
-    if not is_dataset_group(arrays):
+    arrays = dataset_arrays(engine.hierarchy, group)
+    if arrays is None:
         return {}
     files: dict[str, NetcdfFile] = {}
     plan = netcdf_plan(group, arrays, 2)
     files[directory_name + NC_SUFFIX] = NetcdfFile(plan.layout, engine)
+    # At INFO: a group of arrays that merely name their dimensions (not written as one dataset)
+    # may hold many that cannot share them; `zarrfs tree` lists them all the same.
     for path, reason in plan.left_out:
-        log.warning("%s: /%s is not a variable of %s%s: %s", engine.hierarchy.store.display_name, path,
-                    directory_name, NC_SUFFIX, reason)
+        log.info("%s: /%s is not a variable of %s%s: %s", engine.hierarchy.store.display_name, path,
+                 directory_name, NC_SUFFIX, reason)
     if plan.needs_cdf5:
         files[directory_name + CDF5_SUFFIX] = NetcdfFile(netcdf_plan(group, arrays, 5).layout, engine)
     return files
