@@ -27,6 +27,8 @@ PLATE_FIELDS = (("A", "1", "0"), ("A", "1", "1"), ("B", "3", "0"))
 PLATE_SHAPE = (3, 2, 4, 16, 20)  # T, C, Z, Y, X
 PLATE_SCALE = [1.5, 1.0, 0.5, 0.25, 0.25]
 PLATE_CHANNELS = ["DAPI", "GFP"]
+# The channels of a t,c,z,y,x image written with `"channels": true`, and their colours.
+CHANNELS = {"DAPI": "0000FF", "GFP": "00FF00", "mCherry": "FF0000"}
 
 
 def sample(shape: tuple[int, ...], seed: int = 0) -> np.ndarray:

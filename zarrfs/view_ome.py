@@ -2,8 +2,9 @@
 
 - An image group's directory has `NAME.ome.tif`, the image's pyramid. NAME
   is the multiscale's `name` when it can stand as a file name, else the
-  directory's own name (the group's, or the store's for a root image); a
-  group with several multiscales adds `-1`, `-2`... after the first.
+  directory's own name (the group's, or the store's for a root image), less
+  a trailing `.ome` (`X.ome.zarr` gets `X.ome.tif`); a group with several
+  multiscales adds `-1`, `-2`... after the first.
 - A plate group's directory has `NAME.ome.tif` too (the plate's `name`, else
   the directory's): every field of every well as one image of the file, each
   with its pyramid, and the Plate/Well/WellSample elements that place them,
@@ -41,17 +42,22 @@ def ome_tiff_files(engine: Engine, group: GroupMeta, directory_name: str,
     files: dict[str, TiledFile] = {}
     for number, image in enumerate(images_of_group(group)):
         stem = safe_file_stem(image.name) or directory_name
-        name = f"{stem}{f'-{number}' if number else ''}{OME_TIFF_SUFFIX}"
+        name = f"{_without_ome(stem)}{f'-{number}' if number else ''}{OME_TIFF_SUFFIX}"
         served = _guarded(name, group, lambda: _image_file(engine, image, name, semantics_of))
         if served is not None:
             files[name] = served
     plate = plate_of_group(engine.hierarchy, group)
     if plate is not None:
-        name = f"{safe_file_stem(plate.name) or directory_name}{OME_TIFF_SUFFIX}"
+        name = f"{_without_ome(safe_file_stem(plate.name) or directory_name)}{OME_TIFF_SUFFIX}"
         served = _guarded(name, group, lambda: _plate_file(engine, plate, name, semantics_of))
         if served is not None and name not in files:
             files[name] = served
     return files
+
+
+def _without_ome(stem: str) -> str:
+    """'X.ome' -> 'X': a store named `X.ome.zarr` gets `X.ome.tif`, not `X.ome.ome.tif`."""
+    return stem[:-len(".ome")] if stem.lower().endswith(".ome") and len(stem) > len(".ome") else stem
 
 
 def _guarded(name: str, group: GroupMeta, build: Callable[[], TiledFile | None]) -> TiledFile | None:
