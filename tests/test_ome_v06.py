@@ -34,7 +34,7 @@ import zarr
 
 from clients import imagej_available, imagej_describe
 from mountutil import mounted, run_zarrfs
-from ome_writers import CHANNELS, SCALES, SHAPES, sample
+from ome_writers import CHANNELS, SCALES, SCENE_OFFSETS as NGFF_SCENE_OFFSETS, SHAPES, sample
 from readers import BIOFORMATS_JAR, OME, showinf
 from test_ome_layouts import write_out_of_process
 from zarrfs.conventions.semantics import Semantics
@@ -314,3 +314,106 @@ def test_a_store_named_x_ome_zarr_gets_x_ome_tif(tmp_path: Path) -> None:
     with mounted(store, tmp_path / "mnt", tmp_path / "log") as mount:
         names = sorted(p.name for p in mount.root.iterdir() if p.name.endswith(".ome.tif"))
     assert names == ["cells.ome.tif"]
+
+
+# ------------------------------------------------------------ ngff-zarr 0.50 writing 0.6
+
+
+def ome_channel_names(ome_xml: str) -> list[str | None]:
+    return [c.get("Name") for c in ET.fromstring(ome_xml).findall(f".//{OME}Channel")]
+
+
+@needs_imagej
+@pytest.mark.parametrize("dims", ["zyx", "tczyx"])
+def test_ngff_zarr_0_6_image_in_imagej_and_tifffile(dims: str, tmp_path: Path) -> None:
+    store = tmp_path / "image.zarr"
+    write_out_of_process({"writer": "ngff-zarr", "store": str(store), "version": "0.6", "dims": dims,
+                          "pyramid": "xy", "channels": dims == "tczyx"})
+    shape = SHAPES[dims]
+    data = sample(shape)
+    # ImageJ's stack runs channel fastest, then slice, then frame: a few pixels as (x, y, stack index).
+    t_count, c_count = (shape[0], shape[1]) if dims == "tczyx" else (1, 1)
+    picks = [(3, 5, 1), (39, 31, c_count * shape[-3] * t_count), (0, 7, 2)]
+    with mounted(store, tmp_path / "mnt", tmp_path / "log") as mount:
+        seen = imagej_describe(str(mount / "scale0" / "image.tif"), picks, calibration=True)
+        with tifffile.TiffFile(mount / "image.ome.tif") as ome_tiff:
+            series = ome_tiff.series[0]
+            levels = [level.shape for level in series.levels]
+            np.testing.assert_array_equal(series.asarray(), data)
+            pixels = ET.fromstring(ome_tiff.ome_metadata).find(f".//{OME}Pixels")
+            names = ome_channel_names(ome_tiff.ome_metadata)
+        described = json.loads((mount / "scale1" / "image.json").read_text())["semantics"]
+    flat = data.reshape(-1, *shape[-2:]) if dims == "zyx" else data.transpose(0, 2, 1, 3, 4).reshape(-1, *shape[-2:])
+    assert seen["values"] == [int(flat[index - 1, y, x]) for x, y, index in picks]
+    assert (seen["channels"], seen["slices"], seen["frames"]) == (c_count, shape[-3], t_count)
+    assert seen["voxelSize"] == pytest.approx([SCALES["x"], SCALES["y"], SCALES["z"]])
+    assert seen["unit"] in ("micron", "microns", "µm")
+    assert [a["scale"] for a in described["axes"]][-2:] == [0.5, 0.5]
+    assert [a["origin"] for a in described["axes"]][-2:] == [0.125, 0.125]  # ngff-zarr's half-pixel shift
+    assert levels == [shape, (*shape[:-2], shape[-2] // 2, shape[-1] // 2), (*shape[:-2], shape[-2] // 4,
+                                                                            shape[-1] // 4)]
+    assert (float(pixels.get("PhysicalSizeX")), float(pixels.get("PhysicalSizeZ"))) == (SCALES["x"], SCALES["z"])
+    assert pixels.get("PhysicalSizeXUnit") == "µm"
+    if dims == "tczyx":
+        assert seen["frameInterval"] == pytest.approx(SCALES["t"])
+        assert [c["label"] for c in seen["channelDisplay"]] == list(CHANNELS)
+        assert names == list(CHANNELS)
+        assert (float(pixels.get("TimeIncrement")), pixels.get("TimeIncrementUnit")) == (SCALES["t"], "s")
+
+
+@needs_bioformats
+def test_ngff_zarr_0_6_image_in_bioformats(tmp_path: Path) -> None:
+    store = tmp_path / "cells.ome.zarr"
+    write_out_of_process({"writer": "ngff-zarr", "store": str(store), "version": "0.6", "dims": "tczyx",
+                          "pyramid": "xy", "channels": True})
+    with mounted(store, tmp_path / "mnt", tmp_path / "log") as mount:
+        # ngff-zarr names the image "image": the file is named for it.
+        info = showinf(mount / "image.ome.tif")
+    assert info.reader == "OME-TIFF" and info.series[0]["Resolutions"] == 3
+    assert info.channel_names() == list(CHANNELS)
+    pixels = info.pixels()
+    assert (float(pixels.get("PhysicalSizeX")), float(pixels.get("TimeIncrement"))) == (SCALES["x"], SCALES["t"])
+
+
+def test_ngff_zarr_0_6_scene_and_plate(tmp_path: Path) -> None:
+    scene, plate = tmp_path / "scene.zarr", tmp_path / "plate.zarr"
+    write_out_of_process({"writer": "ngff-zarr-scene", "store": str(scene), "version": "0.6", "dims": "zyx",
+                          "pyramid": "xy"})
+    write_out_of_process({"writer": "ngff-zarr-plate", "store": str(plate), "version": "0.6", "dims": "tczyx",
+                          "pyramid": "xy", "channels": True})
+    with mounted(scene, tmp_path / "mnt", tmp_path / "log") as mount:
+        for name, offset in NGFF_SCENE_OFFSETS.items():
+            with tifffile.TiffFile(mount / name / "image.ome.tif") as ome_tiff:
+                planes = ET.fromstring(ome_tiff.ome_metadata).findall(f".//{OME}Plane")
+            # One plane per z, each at its own depth; x and y at the first pixel's centre in `world`.
+            assert [(float(p.get("PositionZ")), float(p.get("PositionX"))) for p in planes] == \
+                [(offset[0] + z * SCALES["z"], offset[2]) for z in range(SHAPES["zyx"][0])]
+    with mounted(plate, tmp_path / "mnt", tmp_path / "log") as mount:
+        with tifffile.TiffFile(mount / "plate.ome.tif") as ome_tiff:
+            assert len(ome_tiff.series) == 3
+            assert [s.shape for s in ome_tiff.series] == [SHAPES["tczyx"]] * 3
+            root = ET.fromstring(ome_tiff.ome_metadata)
+        assert [w.get("ID") for w in root.findall(f".//{OME}Well")] == ["Well:0", "Well:1"]
+        pixels = root.findall(f".//{OME}Pixels")
+        assert all(float(p.get("PhysicalSizeX")) == SCALES["x"] for p in pixels)
+        assert ome_channel_names(ome_tiff.ome_metadata) == list(CHANNELS) * 3
+        described = json.loads((mount / "B" / "3" / "0" / "scale0" / "image.json").read_text())["semantics"]
+        assert "OME-Zarr plate / well B/3 field 0 acquisition 0" in described["sources"]
+
+
+def test_ngff_zarr_rfc4_orientation_in_simpleitk(tmp_path: Path) -> None:
+    """ngff-zarr's LPS orientation (x right-to-left, y anterior-to-posterior, z inferior-to-superior): ITK's
+    identity direction, from both headers."""
+    store = tmp_path / "head.zarr"
+    write_out_of_process({"writer": "ngff-zarr", "store": str(store), "version": "0.6", "dims": "zyx",
+                          "pyramid": "xy", "orientation": {"x": "right-to-left", "y": "anterior-to-posterior",
+                                                           "z": "inferior-to-superior"}})
+    with mounted(store, tmp_path / "mnt", tmp_path / "log") as mount:
+        for suffix in (".nrrd.nhdr", ".mhd"):
+            image = sitk.ReadImage(str(mount / "scale1" / f"image{suffix}"))
+            np.testing.assert_array_equal(sitk.GetArrayFromImage(image), np.load(mount / "scale1" / "image.npy"))
+            assert image.GetDirection() == pytest.approx((1, 0, 0, 0, 1, 0, 0, 0, 1)), suffix
+            assert image.GetSpacing() == pytest.approx((0.5, 0.5, 0.5)), suffix
+            assert image.GetOrigin() == pytest.approx((0.125, 0.125, 0.0)), suffix
+        assert "AnatomicalOrientation = RAI" in (mount / "scale1" / "image.mhd").read_text()
+        assert "space: left-posterior-superior" in (mount / "scale1" / "image.nrrd.nhdr").read_text()
