@@ -36,10 +36,8 @@ from clients import imagej_available, imagej_describe
 from mountutil import mounted, run_zarrfs
 from ome_writers import CHANNELS, SCALES, SCENE_OFFSETS as NGFF_SCENE_OFFSETS, SHAPES, sample
 from readers import BIOFORMATS_JAR, OME, showinf
+from test_conventions import _warnings as warnings_of, semantics_of  # noqa: F401  (semantics_of: a fixture)
 from test_ome_layouts import write_out_of_process
-from zarrfs.conventions.semantics import Semantics
-from zarrfs.engine.engine import Engine
-from zarrfs.view import VirtualTree
 
 needs_imagej = pytest.mark.skipif(not imagej_available(), reason="stock ImageJ: scripts/install_clients.sh")
 needs_bioformats = pytest.mark.skipif(not BIOFORMATS_JAR.exists(), reason="Bio-Formats: scripts/install_clients.sh")
@@ -78,18 +76,6 @@ def strict_example(version: str, objects: bool) -> dict[str, Any]:
         level("s0", [0.1, 1.0, 0.5, 0.5, 0.5], None),
         level("s1", [0.1, 1.0, 1.0, 1.0, 1.0], [0.0, 0.0, 0.25, 0.25, 0.25]),
         level("s2", [0.1, 1.0, 2.0, 2.0, 2.0], [0.0, 0.0, 0.75, 0.75, 0.75])]}]}
-
-
-@pytest.fixture
-def semantics_of(open_engine: Callable[..., Engine]) -> Callable[[Path, str], Semantics]:
-    def of(store: Path, path: str) -> Semantics:
-        engine = open_engine(store)
-        return VirtualTree(engine).semantics(engine.hierarchy.node(path))
-    return of
-
-
-def warnings_of(caplog: pytest.LogCaptureFixture) -> list[str]:
-    return [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
 
 
 # ------------------------------------------------------------------------- levels
@@ -186,6 +172,30 @@ def test_broken_0_6_metadata_is_served_without_it_with_one_log_line(tmp_path: Pa
     assert semantics.axes is None
     assert len(warnings_of(caplog)) == 1 and "'nowhere', which is not one of the coordinateSystems" in \
         warnings_of(caplog)[0]
+    # Not only logged: `zarrfs tree` and `N.json` say it too.
+    assert len(semantics.unused) == 1 and "'nowhere'" in semantics.unused[0]
+
+
+def test_a_0_6_label_image_is_calibrated_and_tied_to_its_image(tmp_path: Path, semantics_of: Callable) -> None:
+    store = tmp_path / "img.zarr"
+    yx = [{"name": "y", "type": "space", "unit": "micrometer"}, {"name": "x", "type": "space", "unit": "micrometer"}]
+
+    def image(extra: dict[str, Any]) -> dict[str, Any]:
+        return {"version": "0.6", **extra, "multiscales": [{"coordinateSystems": [{"name": "physical", "axes": yx}],
+                "datasets": [{"path": "0", "coordinateTransformations": [
+                    {"type": "scale", "scale": [0.5, 0.25], "input": "0", "output": "physical"}]}]}]}
+    group = zarr.open_group(str(store), mode="w", zarr_format=3)
+    group.create_array("0", shape=(4, 6), dtype="u2")
+    group.attrs.put({"ome": image({})})
+    labels = group.create_group("labels")
+    labels.attrs.put({"ome": {"version": "0.6", "labels": ["cells"]}})
+    cells = labels.create_group("cells")
+    cells.create_array("0", shape=(4, 6), dtype="u1")
+    cells.attrs.put({"ome": image({"image-label": {"colors": [{"label-value": 1, "rgba": [255, 0, 0, 255]}],
+                                                   "source": {"image": "../../"}}})})
+    semantics = semantics_of(store, "labels/cells/0")
+    assert [a.scale for a in semantics.axes] == [0.5, 0.25]
+    assert semantics.label_of == "/" and semantics.label_colors[0].rgba == (255, 0, 0, 255)
 
 
 def test_a_geozarr_multiscales_object_is_not_taken_for_ome(tmp_path: Path, semantics_of: Callable,

@@ -114,7 +114,8 @@ def level_axes(block: dict[str, Any], dataset_path: str, ndim: int, block_versio
             version = block_version or multiscale.get("version")
             version = version if isinstance(version, str) else "?"
             source = f"OME-Zarr {version} multiscales level {level}"
-            if "coordinateSystems" in multiscale or has_coordinate_systems(version):
+            # A 0.6 version with 0.5's `axes` (a writer between the two) is read the 0.5 way.
+            if "coordinateSystems" in multiscale or (has_coordinate_systems(version) and "axes" not in multiscale):
                 return _coordinate_system_level(multiscale, dataset, ndim, version, source)
             names_kinds_units = _axes(multiscale.get("axes"), version, ndim)
             scale, origin = _transform(dataset.get("coordinateTransformations"),
@@ -158,10 +159,13 @@ def _coordinate_system_level(multiscale: dict[str, Any], dataset: dict[str, Any]
     except NotAxisAligned as exc:
         scale = origin = None
         unused.append(f"OME-Zarr level transformation {exc}; the level is served without a physical scale")
-    for other in multiscale.get("coordinateTransformations") or ():
-        unused.append(f"OME-Zarr coordinate system {endpoint_name(other.get('output')) if isinstance(other, dict) else None!r} "
-                      f"({describe(other)}) is not applied: the files are in {system['name']!r}, the levels' own "
-                      "system")
+    others = multiscale.get("coordinateTransformations") or []
+    if not isinstance(others, list):
+        raise ConventionError(f"multiscale 'coordinateTransformations' must be a list, got {others!r}")
+    for other in others:
+        target = endpoint_name(other.get("output")) if isinstance(other, dict) else None
+        unused.append(f"OME-Zarr coordinate system {target!r} ({describe(other)}) is not applied: the files are in "
+                      f"{system['name']!r}, the levels' own system")
     axes = tuple(Axis(name, kind, unit, None if scale is None else scale[i], None if origin is None else origin[i],
                       orientation)
                  for i, (name, kind, unit, orientation) in enumerate(names_kinds_units))

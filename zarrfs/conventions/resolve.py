@@ -3,7 +3,9 @@
 Conventions are independent: a broken OME block does not cost an array its
 georeference, nor the other way round. Whatever was ignored is reported in
 ONE warning per array (per metadata generation), and the array is served
-exactly as without conventions.
+exactly as without conventions. What was ignored, and what a convention says
+that the files cannot (`Semantics.unused`), is also in `zarrfs tree` and
+`N.json`, not only in the log.
 """
 
 from __future__ import annotations
@@ -195,7 +197,7 @@ def semantics_of(meta: ArrayMeta, name: str, group_attributes: dict[str, Any], s
         log.warning("%s: array /%s: ignored %s; the array is served without it", store_name, meta.path,
                     "; ".join(ignored))
     return Semantics(axes, channels, geo, missing, tuple(sources), values, label_colors=colors, label_of=label_of,
-                     band_names=names, placement=placed, unused=tuple(unused))
+                     band_names=names, placement=placed, unused=tuple(unused + ignored))
 
 
 def _ome_level(image: tuple[OmeImage, int] | None, group_attributes: dict[str, Any],

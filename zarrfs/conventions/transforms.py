@@ -26,7 +26,8 @@ from .semantics import ConventionError
 # What composes to a step and origin per axis (an affine only when diagonal).
 AXIS_ALIGNED = ("identity", "scale", "translation", "sequence", "affine")
 # Kinds the spec defines that are not axis-aligned in general: named when met, never applied.
-KNOWN_OTHERS = ("rotation", "mapAxis", "byDimension", "bijection", "inverseOf", "displacements", "coordinates")
+KNOWN_OTHERS = ("rotation", "mapAxis", "projectAxis", "byDimension", "bijection", "inverseOf", "displacements",
+                "coordinates")
 
 
 class NotAxisAligned(Exception):

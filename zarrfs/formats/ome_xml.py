@@ -4,15 +4,16 @@ Only what the metadata says is written: sizes and type always; physical
 sizes, time increment, channel names and colours when the OME-Zarr image
 declares them; each plane's stage position (`Plane PositionX/Y/Z`: the
 centre of its first pixel, as OME-Zarr's origin is) when the image has an
-origin, or a place in an OME-Zarr scene, which then gives the positions. Units are OME's symbols (`µm`, `s`); a unit OME has no symbol
-for is left out with its value rather than stated wrongly.
+origin, or a place in an OME-Zarr scene, which then gives the positions.
+Units are OME's symbols (`µm`, `s`); a unit OME has no symbol for is left
+out with its value rather than stated wrongly.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import xml.etree.ElementTree as ET
 from collections.abc import Sequence
-import dataclasses
 from dataclasses import dataclass
 
 import numpy
@@ -185,10 +186,9 @@ def _planes(element: ET.Element, pixels: OmePixels) -> None:
     """One Plane per (z, c, t) in the file's order, with the stage position of its first pixel's centre."""
     letters = pixels.dimension_order[2:]  # fastest first
     for number in range(pixels.sizes["Z"] * pixels.sizes["C"] * pixels.sizes["T"]):
-        index = {}
+        index, rest = {}, number
         for letter in letters:
-            index[letter] = number % pixels.sizes[letter]
-            number //= pixels.sizes[letter]
+            index[letter], rest = rest % pixels.sizes[letter], rest // pixels.sizes[letter]
         attributes = {"TheZ": str(index["Z"]), "TheT": str(index["T"]), "TheC": str(index["C"])}
         for letter, (origin, step, unit) in pixels.positions.items():
             # X and Y: the plane's first pixel; Z: this plane's own depth.
