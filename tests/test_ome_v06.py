@@ -166,7 +166,8 @@ def test_broken_0_6_metadata_is_served_without_it_with_one_log_line(tmp_path: Pa
     store = tmp_path / "img.zarr"
     ome = strict_example("0.6", True)
     ome["multiscales"][0]["datasets"][0]["coordinateTransformations"][0]["output"] = {"name": "nowhere"}
-    write_v06(store, ome, {"s0": np.zeros((2, 3, 8, 16, 20), "u1")})
+    write_v06(store, ome, {"s0": np.zeros((2, 3, 8, 16, 20), "u1"), "s1": np.zeros((2, 3, 4, 8, 10), "u1"),
+                           "s2": np.zeros((2, 3, 2, 4, 5), "u1")})
     with caplog.at_level(logging.WARNING):
         semantics = semantics_of(store, "s0")
     assert semantics.axes is None
