@@ -13,8 +13,10 @@
   SimpleITK.
 * ngff-zarr 0.50 writing 0.6 (z,y,x; t,c,z,y,x with DAPI/GFP/mCherry): stock
   ImageJ shows the calibrated hyperstack with its frame interval and channel
-  names, tifffile and Bio-Formats the OME-TIFF's physical sizes, time
-  increment, channel names and levels, exactly as for 0.4/0.5.
+  names, GDAL the coarser levels as overviews of `.tiled.tif`, tifffile and
+  Bio-Formats the OME-TIFF's physical sizes, time increment, channel names
+  and levels, exactly as for 0.4/0.5; the scene's plane positions, the plate
+  as one OME-TIFF, RFC-4 orientation in SimpleITK.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ import SimpleITK as sitk
 import tifffile
 import zarr
 
-from clients import imagej_available, imagej_describe
+from clients import gdal_available, gdalinfo_json, imagej_available, imagej_describe
 from mountutil import mounted, run_zarrfs
 from ome_writers import CHANNELS, SCALES, SCENE_OFFSETS as NGFF_SCENE_OFFSETS, SHAPES, sample
 from readers import BIOFORMATS_JAR, OME, showinf
@@ -40,6 +42,7 @@ from test_conventions import _warnings as warnings_of, semantics_of  # noqa: F40
 from test_ome_layouts import write_out_of_process
 
 needs_imagej = pytest.mark.skipif(not imagej_available(), reason="stock ImageJ: scripts/install_clients.sh")
+needs_gdal = pytest.mark.skipif(not gdal_available(), reason="GDAL: scripts/install_clients.sh")
 needs_bioformats = pytest.mark.skipif(not BIOFORMATS_JAR.exists(), reason="Bio-Formats: scripts/install_clients.sh")
 
 TCZYX = [{"name": "t", "type": "time", "unit": "millisecond"}, {"name": "c", "type": "channel"},
@@ -335,8 +338,9 @@ def ome_channel_names(ome_xml: str) -> list[str | None]:
 
 
 @needs_imagej
+@needs_gdal
 @pytest.mark.parametrize("dims", ["zyx", "tczyx"])
-def test_ngff_zarr_0_6_image_in_imagej_and_tifffile(dims: str, tmp_path: Path) -> None:
+def test_ngff_zarr_0_6_image_in_imagej_gdal_and_tifffile(dims: str, tmp_path: Path) -> None:
     store = tmp_path / "image.zarr"
     write_out_of_process({"writer": "ngff-zarr", "store": str(store), "version": "0.6", "dims": dims,
                           "pyramid": "xy", "channels": dims == "tczyx"})
@@ -354,6 +358,10 @@ def test_ngff_zarr_0_6_image_in_imagej_and_tifffile(dims: str, tmp_path: Path) -
             pixels = ET.fromstring(ome_tiff.ome_metadata).find(f".//{OME}Pixels")
             names = ome_channel_names(ome_tiff.ome_metadata)
         described = json.loads((mount / "scale1" / "image.json").read_text())["semantics"]
+        overviews = gdalinfo_json(str(mount / "scale0" / "image.tiled.tif"))["bands"][0].get("overviews", [])
+    # `.tiled.tif` has the coarser levels as GDAL overviews (a 5-D level is one page per plane: none).
+    assert [tuple(o["size"]) for o in overviews] == \
+        ([(shape[-1] // f, shape[-2] // f) for f in (2, 4)] if dims == "zyx" else [])
     flat = data.reshape(-1, *shape[-2:]) if dims == "zyx" else data.transpose(0, 2, 1, 3, 4).reshape(-1, *shape[-2:])
     assert seen["values"] == [int(flat[index - 1, y, x]) for x, y, index in picks]
     assert (seen["channels"], seen["slices"], seen["frames"]) == (c_count, shape[-3], t_count)
@@ -428,3 +436,37 @@ def test_ngff_zarr_rfc4_orientation_in_simpleitk(tmp_path: Path) -> None:
             assert image.GetOrigin() == pytest.approx((0.125, 0.125, 0.0)), suffix
         assert "AnatomicalOrientation = RAI" in (mount / "scale1" / "image.mhd").read_text()
         assert "space: left-posterior-superior" in (mount / "scale1" / "image.nrrd.nhdr").read_text()
+
+
+def nested_sequence(depth: int) -> dict[str, Any]:
+    transform: dict[str, Any] = {"type": "scale", "scale": [1.0, 1.0]}
+    for _ in range(depth):
+        transform = {"type": "sequence", "transformations": [transform]}
+    return transform
+
+
+HOSTILE: dict[str, Any] = {
+    "nested 40 deep": [nested_sequence(40)],
+    "not objects": ["scale", 3],
+    "text numbers": [{"type": "scale", "scale": ["1", "2"]}],
+    "infinite": [{"type": "translation", "translation": [1e309, 0]}],
+    "wrong length": [{"type": "scale", "scale": [1.0, 2.0, 3.0]}],
+    "ragged affine": [{"type": "affine", "affine": [[1, 0], [0, 1, 0]]}],
+    "sequence of text": [{"type": "sequence", "transformations": "scale"}],
+}
+
+
+@pytest.mark.parametrize("case", HOSTILE, ids=list(HOSTILE))
+def test_hostile_transformations_leave_the_array_served_with_one_log_line(
+        case: str, tmp_path: Path, semantics_of: Callable, open_engine: Callable,
+        caplog: pytest.LogCaptureFixture) -> None:
+    store = tmp_path / "img.zarr"
+    yx = [{"name": "y", "type": "space"}, {"name": "x", "type": "space"}]
+    data = np.arange(12, dtype="u1").reshape(3, 4)
+    write_v06(store, {"version": "0.6", "multiscales": [{"coordinateSystems": [{"name": "s", "axes": yx}],
+              "datasets": [{"path": "0", "coordinateTransformations": HOSTILE[case]}]}]}, {"0": data})
+    with caplog.at_level(logging.WARNING):
+        semantics = semantics_of(store, "0")
+    assert semantics.axes is None or all(a.scale is None for a in semantics.axes)
+    assert len(warnings_of(caplog)) == 1 and "/0" in warnings_of(caplog)[0]
+    assert open_engine(store).reader("0").read(0, data.nbytes) == data.tobytes()

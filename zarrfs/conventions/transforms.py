@@ -25,6 +25,8 @@ from .semantics import ConventionError
 
 # What composes to a step and origin per axis (an affine only when diagonal).
 AXIS_ALIGNED = ("identity", "scale", "translation", "sequence", "affine")
+# Sequences within sequences deeper than this are refused (hostile metadata must not exhaust the stack).
+MAX_NESTING = 8
 # Kinds the spec defines that are not axis-aligned in general: named when met, never applied.
 KNOWN_OTHERS = ("rotation", "mapAxis", "projectAxis", "byDimension", "bijection", "inverseOf", "displacements",
                 "coordinates")
@@ -80,16 +82,19 @@ def describe(transform: Any) -> str:
     return f"{kind}{joined}" + (f" ({name!r})" if isinstance(name, str) and name else "")
 
 
-def axis_aligned(transform: Any, ndim: int) -> AxisAligned:
+def axis_aligned(transform: Any, ndim: int, depth: int = 0) -> AxisAligned:
     """The step and origin per axis a transformation (or a list of them, applied in order) makes.
 
     Raises NotAxisAligned for what cannot be said that way, ConventionError
-    for a transformation that is broken (wrong length, not numbers).
+    for a transformation that is broken (wrong length, not numbers, nested
+    past MAX_NESTING).
     """
+    if depth > MAX_NESTING:
+        raise ConventionError(f"coordinate transformations nested more than {MAX_NESTING} deep")
     if isinstance(transform, list):
         out = identity(ndim)
         for item in transform:
-            out = out.then(axis_aligned(item, ndim))
+            out = out.then(axis_aligned(item, ndim, depth + 1))
         return out
     if not isinstance(transform, dict):
         raise ConventionError(f"a coordinate transformation must be an object, got {transform!r}")
@@ -106,7 +111,7 @@ def axis_aligned(transform: Any, ndim: int) -> AxisAligned:
         steps = transform.get("transformations")
         if not isinstance(steps, list):
             raise ConventionError(f"{describe(transform)}: 'transformations' must be a list")
-        return axis_aligned(steps, ndim)
+        return axis_aligned(steps, ndim, depth + 1)
     if kind == "scale":
         scale = numbers(transform.get("scale"), ndim, "scale")
         return AxisAligned(tuple(scale), (0.0,) * ndim)
