@@ -39,6 +39,7 @@ from mountutil import mounted, run_zarrfs
 from ome_writers import CHANNELS, SCALES, SCENE_OFFSETS as NGFF_SCENE_OFFSETS, SHAPES, sample
 from readers import BIOFORMATS_JAR, OME, showinf
 from test_conventions import _warnings as warnings_of, semantics_of  # noqa: F401  (semantics_of: a fixture)
+from test_discovery import nodes_on_disk, remote_hierarchy, unlisted_server, walk
 from test_ome_layouts import write_out_of_process
 
 needs_imagej = pytest.mark.skipif(not imagej_available(), reason="stock ImageJ: scripts/install_clients.sh")
@@ -470,3 +471,16 @@ def test_hostile_transformations_leave_the_array_served_with_one_log_line(
     assert semantics.axes is None or all(a.scale is None for a in semantics.axes)
     assert len(warnings_of(caplog)) == 1 and "/0" in warnings_of(caplog)[0]
     assert open_engine(store).reader("0").read(0, data.nbytes) == data.tobytes()
+
+
+def test_an_ngff_zarr_scene_is_found_without_listings(tmp_path: Path) -> None:
+    """Over HTTP without directory listings, the scene's transformations name its images (and they their
+    levels): every node is found, and each tile is placed."""
+    store = tmp_path / "scene.zarr"
+    write_out_of_process({"writer": "ngff-zarr-scene", "store": str(store), "version": "0.6", "dims": "zyx",
+                          "pyramid": "xy"})
+    expected = nodes_on_disk(store)
+    assert {"tile_0", "tile_1/scale2/image"} <= expected
+    with unlisted_server(tmp_path) as (url, _):
+        hierarchy = remote_hierarchy(f"{url}/scene.zarr")
+        assert walk(hierarchy) == expected
