@@ -13,6 +13,7 @@ store's concurrency, asking for each document once.
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
 import warnings
@@ -27,7 +28,9 @@ import zarr
 from ome_zarr.format import FormatV04, FormatV05
 from ome_zarr.writer import write_image
 
-from remoteutil import RangeHandler, http_server
+from readers import showinf
+from mountutil import mount_in, mounted_many
+from remoteutil import RangeHandler, http_server, remote_mount
 from test_ome_layouts import write_ome_zarr_py_plate, write_out_of_process
 from zarrfs.hierarchy import Hierarchy
 from zarrfs.model.meta import GroupMeta
@@ -185,3 +188,33 @@ def test_discovery_follows_the_listing_too(tmp_path: Path) -> None:
     write_ome_zarr_py_plate(store, "0.5")
     zarr.open_group(str(store / "A" / "1" / "0"), mode="a").create_array("extra", shape=(2,), dtype="u1")
     assert "A/1/0/extra" in walk(Hierarchy(Store.open(str(store))))
+
+
+def tree_of(root: Path) -> dict[str, int | None]:
+    """Every path below a mount point with its size (None for directories), as `find` and `ls -l` see them."""
+    found: dict[str, int | None] = {}
+    for directory, folders, files in os.walk(root):
+        for name in folders:
+            found[os.path.relpath(os.path.join(directory, name), root)] = None
+        for name in files:
+            path = os.path.join(directory, name)
+            found[os.path.relpath(path, root)] = os.stat(path).st_size
+    return found
+
+
+@pytest.mark.mount
+@pytest.mark.clients
+def test_a_plate_over_http_without_listings_mounts_whole(tmp_path: Path) -> None:
+    """The mount over a server that cannot list shows what the local mount shows, every size equal; the
+    plate's OME-TIFF is read by Bio-Formats as one series per field, and a level's bytes are the store's."""
+    store = tmp_path / "served" / "plate.zarr"
+    written = write_ome_zarr_py_plate(store, "0.5")
+    with unlisted_server(tmp_path / "served") as (url, _), \
+            mounted_many([remote_mount(tmp_path, f"{url}/plate.zarr", expected_log=("cannot be listed",)),
+                          mount_in(tmp_path, store, name="local")]) as (remote, local):
+        remote_tree = tree_of(remote.root)
+        assert remote_tree == tree_of(local.root)
+        assert "A/1/0/labels/cells/s0.npy" in remote_tree and "screen.ome.tif" in remote_tree
+        np.testing.assert_array_equal(np.load(remote / "B/3/0/s0.npy"), written["B/3/0"])
+        info = showinf(remote / "screen.ome.tif")
+        assert info.reader == "OME-TIFF" and len(info.series) == 3
