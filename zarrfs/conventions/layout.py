@@ -17,6 +17,7 @@ from .image import OmeImage, groups_above, images_of_group, level_arrays, level_
 from .labels import labelled_image
 from .ome import normalised_dataset_path
 from .plate import plate_block, plate_of_group
+from .scene import scene_layout
 
 if TYPE_CHECKING:
     from ..hierarchy import Hierarchy
@@ -90,6 +91,7 @@ def group_layout(hierarchy: Hierarchy, group: GroupMeta) -> str | None:
     entries = field_entries(group)
     if entries is not None:
         parts.append(f"OME-Zarr well: {len(entries)} fields")
+    parts += scene_layout(group)
     ome = group.attributes.get("ome")
     labels = ome.get("labels") if isinstance(ome, dict) and "labels" in ome else group.attributes.get("labels")
     if isinstance(labels, list):
