@@ -3,6 +3,7 @@
 import atexit
 import os
 import shutil
+import sys
 import tempfile
 
 from setuptools import Extension, setup
@@ -32,8 +33,9 @@ def extension(name: str, source: str) -> Extension:
                      optional=True)
 
 
-# ZARRFS_NO_EXTENSIONS=1 (not "" or "0") builds none: a pure-Python install (docs/running.md).
-SKIP_EXTENSIONS = os.environ.get("ZARRFS_NO_EXTENSIONS", "") not in ("", "0")
+# None are built off Linux (they call preadv2 and replace libfuse 3's read callback as laid out there),
+# nor with ZARRFS_NO_EXTENSIONS=1 (not "" or "0"): a pure-Python install (docs/running.md).
+SKIP_EXTENSIONS = not sys.platform.startswith("linux") or os.environ.get("ZARRFS_NO_EXTENSIONS", "") not in ("", "0")
 EXTENSIONS = [extension("zarrfs.engine._gather", "zarrfs/engine/_gather.c"),
               extension("zarrfs.engine._cached_reads", "zarrfs/engine/_cached_reads.c"),
               extension("zarrfs.fuse._fast_read", "zarrfs/fuse/_fast_read.c"),

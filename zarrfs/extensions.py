@@ -2,11 +2,11 @@
 
 zarrfs has four C extensions (engine/_gather.c, engine/_cached_reads.c,
 fuse/_fast_read.c, fuse/_threadstate.c). Each has a Python path that gives the
-same bytes, slower: where a build could not compile them (no compiler, a
-platform without `preadv2` or libfuse's read-callback layout: macOS,
-FreeBSD), or where `ZARRFS_NO_EXTENSIONS=1` asks for the Python path (the CI
-job that runs the tests without them), zarrfs still imports, mounts and serves
-every file. The layer that owns an extension imports it through `wanted` and
+same bytes, slower. zarrfs imports, mounts and serves every file without them:
+where a build could not compile them (no compiler), off Linux (setup.py builds
+them there only: they call `preadv2` and replace libfuse 3's read callback;
+macOS and FreeBSD run the Python path), or where `ZARRFS_NO_EXTENSIONS=1` asks
+for the Python path (the CI run of the fast subset without them). The layer that owns an extension imports it through `wanted` and
 reports a failed import with `unavailable`; the daemon's log and
 `zarrfs --version` say once which ones are not used and why (`summary`).
 """
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 import threading
 
 # Set (to anything but "" or "0") at run time: the compiled extensions are not imported even when
@@ -35,7 +36,12 @@ def wanted() -> bool:
 
 def unavailable(name: str, error: ImportError | None = None) -> None:
     """Extension `name` is not used: not `wanted`, or its import failed with `error`."""
-    why = f"{NO_EXTENSIONS_VARIABLE} is set" if error is None else f"{type(error).__name__}: {error}"
+    if error is None:
+        why = f"{NO_EXTENSIONS_VARIABLE} is set"
+    elif not sys.platform.startswith("linux") and isinstance(error, ModuleNotFoundError):
+        why = f"built on Linux only, this is {sys.platform}"  # setup.py builds none elsewhere
+    else:
+        why = f"{type(error).__name__}: {error}"
     with _lock:
         _missing.setdefault(name, why)
 
