@@ -87,8 +87,12 @@ def semantics_lines(semantics: Semantics) -> Iterator[str]:
         yield "bands " + ", ".join(semantics.band_names)
     if semantics.label_of is not None:
         yield f"labels of image {semantics.label_of}"
+    if semantics.overviews:
+        yield "overviews " + ", ".join("/" + path for path in semantics.overviews)
     if semantics.sources:
         yield "from " + "; ".join(semantics.sources)
+    for what in semantics.ignored:
+        yield f"not used: {what}"
 
 
 def _quantity_text(quantity: Quantity) -> str:

@@ -11,8 +11,9 @@ from .model.meta import ArrayMeta
 
 
 def tiled_file(engine: Engine, meta: ArrayMeta, semantics: Semantics, layout: TiledLayout) -> TiledFile:
-    """`layout` (the array alone), rebuilt with the coarser levels of its multiscale image when it has some."""
-    levels = (meta, *coarser_levels(engine.hierarchy, meta))
+    """`layout` (the array alone), rebuilt with the coarser levels of its multiscale image or GeoZarr layout
+    when it has some."""
+    levels = (meta, *coarser_levels(engine.hierarchy, meta, semantics))
     if len(levels) > 1:
         layout = tiled_layout(levels, semantics) or layout
     return TiledFile(layout, engine, tuple(level.path for level in levels[:len(layout.grids)]))

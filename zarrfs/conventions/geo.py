@@ -51,10 +51,11 @@ def georeference(meta: ArrayMeta, siblings: Mapping[str, ArrayMeta], group_attri
     crs, transform_text = _crs(meta.attributes, siblings, group_attributes)
     if crs is None or meta.ndim < 2:
         return None, ()
-    transform, how = _transform(meta, meta.attributes, group_attributes, transform_text, siblings, read_array)
+    transform, how, point = _transform(meta, meta.attributes, group_attributes, transform_text, siblings,
+                                       read_array)
     if transform is None:
         return None, (crs.source,)
-    return GeoReference(transform, crs.wkt, crs.epsg), (crs.source, how)
+    return GeoReference(transform, crs.wkt, crs.epsg, point), (crs.source, how)
 
 
 # ------------------------------------------------------------------------ CRS
@@ -126,13 +127,14 @@ def _gdal_crs(value: Any) -> _Crs:
 
 def _transform(meta: ArrayMeta, attrs: Mapping[str, Any], group_attributes: Mapping[str, Any],
                transform_text: Any, siblings: Mapping[str, ArrayMeta],
-               read_array: ReadArray) -> tuple[GeoTransform | None, str]:
-    """An explicit transform (GeoZarr, then CF `GeoTransform`) wins over coordinate arrays."""
+               read_array: ReadArray) -> tuple[GeoTransform | None, str, bool]:
+    """An explicit transform (GeoZarr, then CF `GeoTransform`) wins over coordinate arrays; and whether
+    the values are samples at the cells' centres (a node-registered GeoZarr grid)."""
     for where, scope in (("array", attrs), ("group", group_attributes)):
         if "spatial:transform" in scope:
-            a, b, c, d, e, f = _six(scope["spatial:transform"], f"{where} spatial:transform")
-            return _invertible((c, a, b, f, d, e), "spatial:transform"), \
-                f"GeoZarr spatial:transform ({where})"  # affine order -> GDAL order
+            node = registration(scope, where) == "node"
+            gt = corner_transform(scope["spatial:transform"], node, f"{where} spatial:transform")
+            return gt, f"GeoZarr spatial:transform ({where}{', node registration' if node else ''})", node
     if transform_text is not None:
         if not isinstance(transform_text, str):
             raise ConventionError("GeoTransform must be text of six numbers")
@@ -140,8 +142,29 @@ def _transform(meta: ArrayMeta, attrs: Mapping[str, Any], group_attributes: Mapp
             numbers = [float(v) for v in transform_text.split()]
         except ValueError:
             raise ConventionError(f"GeoTransform {transform_text[:80]!r} is not six numbers") from None
-        return _invertible(_six(numbers, "GeoTransform"), "GeoTransform"), "CF GeoTransform"
-    return _from_coordinates(meta, siblings, read_array)
+        return _invertible(_six(numbers, "GeoTransform"), "GeoTransform"), "CF GeoTransform", False
+    return (*_from_coordinates(meta, siblings, read_array), False)
+
+
+def registration(scope: Mapping[str, Any], where: str) -> str:
+    """`spatial:registration` of the scope holding a `spatial:transform`: "pixel" (the default) or "node"."""
+    value = scope.get("spatial:registration", "pixel")
+    if value not in ("pixel", "node"):
+        raise ConventionError(f"{where} spatial:registration {value!r} is neither 'pixel' nor 'node'")
+    return value
+
+
+def corner_transform(value: Any, node: bool, where: str) -> GeoTransform:
+    """A `spatial:transform` ([a, b, c, d, e, f], rasterio's order) as GDAL's geotransform of the outer corner.
+
+    A node-registered grid's transform maps index (0, 0) to the centre of the
+    first cell (GeoTIFF's PixelIsPoint): its corner lies half a cell back
+    along both axes.
+    """
+    a, b, c, d, e, f = _six(value, where)
+    if node:
+        c, f = c - (a + b) / 2, f - (d + e) / 2
+    return _invertible((c, a, b, f, d, e), where)
 
 
 def _six(value: Any, where: str) -> GeoTransform:

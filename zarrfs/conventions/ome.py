@@ -15,6 +15,7 @@ import posixpath
 from typing import Any
 
 from .axes import guess_kind
+from .geo_layout import is_layout_object
 from .semantics import Axis, Channel, ConventionError, LabelColor
 
 # OME 0.4/0.5 list these UDUNITS-2 names; a unit of one kind on an axis of the
@@ -31,12 +32,15 @@ _IMPLICIT_AXES = ("t", "c", "z", "y", "x")
 
 
 def ome_block(attributes: dict[str, Any]) -> tuple[str | None, dict[str, Any]] | None:
-    """(version, the object holding `multiscales`/`omero`) of a group, or None if it is not OME-Zarr."""
+    """(version, the object holding `multiscales`/`omero`) of a group, or None if it is not OME-Zarr.
+
+    A `multiscales` object (not a list) is the zarr-conventions layout of GeoZarr (`conventions.geo_layout`).
+    """
     ome = attributes.get("ome")
     if isinstance(ome, dict) and "multiscales" in ome:  # 0.5
         version = ome.get("version")
         return (version if isinstance(version, str) else None), ome
-    if "multiscales" in attributes:  # 0.1-0.4
+    if "multiscales" in attributes and not is_layout_object(attributes["multiscales"]):  # 0.1-0.4
         return None, attributes
     return None
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import threading
 from dataclasses import asdict
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ZarrfsError
@@ -19,11 +20,12 @@ from .axes import named_axes
 from .bands import band_names
 from .cf import quantity
 from .geo import ReadArray, georeference, nodata
+from .geo_pyramid import GeoPyramid, geo_pyramid
 from .image import OmeImage, image_of_array, level_arrays, level_problems
 from .labels import labelled_image
 from .layout import PlateField, field_of_image
 from .ome import label_colors, level_axes, ome_block, omero_channels
-from .semantics import Axis, Channel, ConventionError, LabelColor, Semantics
+from .semantics import Axis, Channel, ConventionError, GeoReference, LabelColor, Semantics
 
 if TYPE_CHECKING:
     from ..hierarchy import Hierarchy
@@ -88,8 +90,11 @@ class SemanticsIndex:
                 problems = self._first_report(image[0], label_problems)
             except ZarrfsError as exc:
                 problems = [f"its image's levels or plate could not be read ({exc})"]
+        def pyramid(geo: GeoReference | None) -> GeoPyramid | None:
+            return geo_pyramid(self.hierarchy, meta, geo)
+
         return semantics_of(meta, name, group_attributes, siblings, self.read_array,
-                            self.hierarchy.store.display_name, image, tuple(problems), field, label_of)
+                            self.hierarchy.store.display_name, image, tuple(problems), field, label_of, pyramid)
 
     def _first_report(self, image: OmeImage, label_problems: tuple[str, ...]) -> list[str]:
         """What is wrong with the image's levels (and a label image's `source`), the first time one of its
@@ -109,14 +114,16 @@ class SemanticsIndex:
 def semantics_of(meta: ArrayMeta, name: str, group_attributes: dict[str, Any], siblings: dict[str, ArrayMeta],
                  read_array: ReadArray, store_name: str = "",
                  image: tuple[OmeImage, int] | None = None, problems: tuple[str, ...] = (),
-                 field: PlateField | None = None, label_of: str | None = None) -> Semantics:
+                 field: PlateField | None = None, label_of: str | None = None,
+                 pyramid: Callable[[GeoReference | None], GeoPyramid | None] | None = None) -> Semantics:
     """The meaning of array `meta` (called `name` in a group with `group_attributes` and array `siblings`).
 
     `image` is the OME-Zarr image listing the array as a level, and which
     level (`conventions.image.image_of_array`): it may be any group above
     the array, not only its parent. `problems` (its image's levels or plate
     that name nothing) join the array's one warning; `field` is where the
-    image sits in a plate; `label_of` the image a label image belongs to.
+    image sits in a plate; `label_of` the image a label image belongs to;
+    `pyramid` finds the overviews of a map in a GeoZarr multiscales layout.
     """
     ignored: list[str] = list(problems)
     colors: tuple[LabelColor, ...] = ()
@@ -159,6 +166,14 @@ def semantics_of(meta: ArrayMeta, name: str, group_attributes: dict[str, Any], s
         ignored.append(f"georeferencing ({exc})")
     except (ZarrfsError, OSError) as exc:  # a coordinate array that cannot be read (missing chunk, bad codec)
         ignored.append(f"georeferencing (a coordinate array could not be read: {exc})")
+    overviews: tuple[str, ...] = ()
+    levels = pyramid(geo) if pyramid is not None and image is None else None
+    if levels is not None:
+        overviews = levels.overviews
+        ignored += levels.notes
+        if levels.level:
+            sources.append(f"GeoZarr multiscales /{levels.layout_path} level {levels.level}"
+                           f" ({len(overviews)} overview{'' if len(overviews) == 1 else 's'})")
     missing = None
     try:
         missing, source = nodata(meta)
@@ -183,7 +198,7 @@ def semantics_of(meta: ArrayMeta, name: str, group_attributes: dict[str, Any], s
         log.warning("%s: array /%s: ignored %s; the array is served without it", store_name, meta.path,
                     "; ".join(ignored))
     return Semantics(axes, channels, geo, missing, tuple(sources), values, label_colors=colors, label_of=label_of,
-                     band_names=names)
+                     band_names=names, overviews=overviews, ignored=tuple(ignored))
 
 
 def _ome_level(image: tuple[OmeImage, int] | None, group_attributes: dict[str, Any],

@@ -53,12 +53,15 @@ class GeoReference:
 
     `geotransform` is GDAL's order: x = gt[0] + col*gt[1] + row*gt[2],
     y = gt[3] + col*gt[4] + row*gt[5], for the outer corner of pixel (0, 0)
-    (pixel-is-area).
+    (pixel-is-area). `point`: the values are samples at the cells' centres
+    (GeoZarr `spatial:registration: node`, GeoTIFF PixelIsPoint); the
+    geotransform is still the corner's.
     """
 
     geotransform: tuple[float, float, float, float, float, float]
     crs_wkt: str | None = None
     epsg: int | None = None
+    point: bool = False
 
 
 @dataclass(frozen=True)
@@ -91,12 +94,16 @@ class Semantics:
     label_colors: tuple[LabelColor, ...] = ()  # a label image's colour per label value
     label_of: str | None = None  # "/path" of the image a label image belongs to (`conventions.labels`)
     band_names: tuple[str, ...] = ()  # one per index of a (band, y, x) raster's leading axis (`conventions.bands`)
+    # Paths of the arrays that are the map's overviews in a GeoZarr multiscales layout (`conventions.geo_pyramid`).
+    overviews: tuple[str, ...] = ()
+    # Metadata of a known convention that could not be used, and why (also logged once).
+    ignored: tuple[str, ...] = ()
 
     @property
     def empty(self) -> bool:
         return (self.axes is None and not self.channels and self.geo is None and self.nodata is None
                 and self.quantity is None and not self.label_colors and self.label_of is None
-                and not self.band_names)
+                and not self.band_names and not self.overviews and not self.ignored)
 
     def describe(self) -> dict[str, Any]:
         """JSON-able form: the `semantics` member of the `.json` file and of `zarrfs tree --json`."""
@@ -109,5 +116,7 @@ class Semantics:
             "label_colors": [asdict(color) for color in self.label_colors],
             "label_of": self.label_of,
             "band_names": list(self.band_names),
+            "overviews": ["/" + path for path in self.overviews],
             "sources": list(self.sources),
+            "ignored": list(self.ignored),
         }
