@@ -143,11 +143,13 @@ def _check(hierarchy: Hierarchy, level: LayoutLevel, array: ArrayMeta, meta: Arr
     base_height, base_width = meta.shape[-2:]
     placed = _rescaled(geo.geotransform, base_width / width, base_height / height)
     off = _misplacement(stated, placed, width, height)
-    where = (f"its spatial:transform {_text(stated)} puts it up to {off:.3g} of its pixels from where a GeoTIFF "
-             f"reader places an overview (the size ratio gives {_text(placed)})")
     if off >= MAX_MISPLACEMENT:
-        return False, "is no overview: " + where
-    return True, ("is an overview, but " + where) if off > AGREEMENT else None
+        return False, (f"is no overview: its spatial:transform {_text(stated)} puts it up to {off:.3g} of its "
+                       f"pixels from where a GeoTIFF reader places an overview (the size ratio gives {_text(placed)})")
+    if off > AGREEMENT:
+        return True, (f"spatial:transform {_text(stated)}: its overview is placed by the size ratio, "
+                      f"{_text(placed)}, up to {off:.3g} of its pixels from it")
+    return True, None
 
 
 def _own_transform(hierarchy: Hierarchy, array: ArrayMeta) -> GeoTransform | None:
