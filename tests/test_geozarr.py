@@ -283,3 +283,22 @@ def test_eopf_geozarr_layout_is_read_and_never_taken_for_ome(tmp_path: Path) -> 
         document = json.loads((mount.root / group / "b02.json").read_text())
         assert document["semantics"]["ignored"][0].startswith(note)
         assert not any("OME" in line for line in mount.log_lines())
+
+
+@pytest.mark.mount
+@pytest.mark.clients
+@needs_gdal
+def test_gdal_reads_a_node_registered_map_as_pixel_is_point(tmp_path: Path) -> None:
+    """geozarr-toolkit's node-registered levels: GDAL shows AREA_OR_POINT=Point and the corner half a cell
+    before the stated centre; the coarser levels stay overviews (within a pixel of GDAL's placement), said."""
+    store = tmp_path / "node.zarr"
+    write_out_of_process({"writer": "toolkit", "store": str(store), "registration": "node"})
+    with mounted(store, tmp_path / "mnt", tmp_path / "log", expected_log=["array /r(10|20)m/b02: ignored GeoZarr "
+                                                                          "multiscales /: level 'r(20|60)m'"]) as mount:
+        info = gdalinfo_json(str(mount.root / "r10m" / "b02.tif"))
+        assert info["metadata"][""]["AREA_OR_POINT"] == "Point"
+        assert info["geoTransform"] == [WEST - PIXEL / 2, PIXEL, 0.0, NORTH + PIXEL / 2, 0.0, -PIXEL]
+        assert [size for size, _ in _gdal_overviews(mount.root / "r10m" / "b02.tif")] == [[180, 120], [60, 40]]
+        ignored = json.loads((mount.root / "r10m" / "b02.json").read_text())["semantics"]["ignored"]
+        assert [note.split(" spatial:transform")[0] for note in ignored] == [
+            "GeoZarr multiscales /: level 'r20m'", "GeoZarr multiscales /: level 'r60m'"]
