@@ -135,6 +135,7 @@ def test_zarrfs_tree_shows_what_a_layout_gave_and_what_it_could_not(tmp_path: Pa
     done = run_zarrfs("tree", store)
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
+    assert lines[1] == "    GeoZarr multiscales layout: 2 levels (r10m, r20m)"
     assert any(line.strip().startswith("not used: GeoZarr multiscales /: level 'r20m' is no overview: its float64 "
                                        "values") for line in lines), done.stdout
     document = json.loads(run_zarrfs("tree", "--json", store).stdout)
