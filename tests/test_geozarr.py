@@ -22,7 +22,7 @@ import pytest
 import tifffile
 import zarr
 
-from clients import gdal_available, gdal_read, gdalinfo_json
+from clients import gdal_available, gdal_read, gdalinfo_json, qgis_available, qgis_layer
 from geozarr_writers import EPSG, HEIGHT, NORTH, PIXEL, WEST, WIDTH, sample
 from mountutil import mounted, run_zarrfs
 from zarrfs.conventions.geo_layout import layout_asset_paths
@@ -34,6 +34,7 @@ from zarrfs.view import VirtualTree
 GEOZARR_PYTHON = Path(__file__).resolve().parents[1] / ".venv-geozarr" / "bin" / "python"
 WRITERS = Path(__file__).with_name("geozarr_writers.py")
 needs_gdal = pytest.mark.skipif(not gdal_available(), reason="GDAL: scripts/install_clients.sh")
+needs_qgis = pytest.mark.skipif(not qgis_available(), reason="python3-qgis: scripts/install_clients.sh")
 
 UUIDS = {MULTISCALES: "d35379db-88df-4056-af3a-620245f8e347", SPATIAL: "689b58e2-cf7b-45e0-9fff-9cfc0883d6b4",
          PROJ: "f17cb550-5864-4468-aeb7-f3180cfb622f"}
@@ -303,3 +304,19 @@ def test_gdal_reads_a_node_registered_map_as_pixel_is_point(tmp_path: Path) -> N
         ignored = json.loads((mount.root / "r10m" / "b02.json").read_text())["semantics"]["ignored"]
         assert [note.split(" spatial:transform")[0] for note in ignored] == [
             "GeoZarr multiscales /: level 'r20m'", "GeoZarr multiscales /: level 'r60m'"]
+
+
+@pytest.mark.mount
+@pytest.mark.clients
+@needs_qgis
+def test_qgis_finds_the_pyramid(tmp_path: Path) -> None:
+    """QGIS (headless, python3-qgis) on the toolkit map: the layer in place, and the 2x level as an existing
+    pyramid (QGIS lists power-of-two levels only: the 6x overview is GDAL's to use when QGIS renders)."""
+    store = tmp_path / "toolkit.zarr"
+    write_out_of_process({"writer": "toolkit", "store": str(store)})
+    with mounted(store, tmp_path / "mnt", tmp_path / "log") as mount:
+        layer = qgis_layer(str(mount.root / "r10m" / "b02.tif"))
+    assert layer["valid"] and layer["size"] == [WIDTH, HEIGHT] and layer["crs"] == f"EPSG:{EPSG}"
+    assert layer["extent"] == [WEST, NORTH - HEIGHT * PIXEL, WEST + WIDTH * PIXEL, NORTH]
+    assert layer["has_pyramids"]
+    assert [WIDTH // 2, HEIGHT // 2, True] in layer["pyramids"]
