@@ -100,6 +100,27 @@ def test_the_registry_names_conventions_by_uuid_else_by_name() -> None:
     assert declared({"zarr_conventions": "multiscales"}) == frozenset()
 
 
+def test_layout_entries_that_cannot_be_read_are_left_out_and_said() -> None:
+    from zarrfs.conventions.geo_layout import geo_layout
+
+    layout = geo_layout({"zarr_conventions": REGISTRY, "multiscales": {"layout": [
+        {"asset": "r10m", "spatial:shape": [240, 360], "spatial:transform": spatial(1)},
+        {"asset": "../outside"}, {"asset": 7}, {"asset": "r20m", "spatial:shape": [120]},
+        {"asset": "r30m", "spatial:transform": [1, 0, 0, 0, 0, 0]}, {"asset": "r10m/"}]}}, "g")
+    assert layout is not None and [level.asset for level in layout.levels] == ["r10m"]
+    assert layout.levels[0].transform == (WEST, PIXEL, 0.0, NORTH, 0.0, -PIXEL)
+    assert layout.problems == (
+        "multiscales.layout[1] (asset '../outside' is not a path below the layout group) is left out",
+        "multiscales.layout[2] (asset 7 is not a path below the layout group) is left out",
+        "multiscales.layout[3] (spatial:shape [120] is not [height, width]) is left out",
+        "multiscales.layout[4] (spatial:transform [0.0, 1.0, 0.0, 0.0, 0.0, 0.0] maps pixels onto a line (not "
+        "invertible)) is left out",
+        "multiscales.layout[5] repeats the asset 'r10m/'")
+    assert geo_layout({"multiscales": [{"datasets": []}]}, "") is None  # OME's list is no layout
+    broken = geo_layout({"zarr_conventions": REGISTRY, "multiscales": {"layout": "r10m"}}, "")
+    assert broken is not None and broken.problems == ("multiscales.layout is not a list of objects",)
+
+
 def test_layout_levels_become_overviews_and_the_rest_is_said(tmp_path: Path, tree_of: Callable) -> None:
     store = tmp_path / "layout.zarr"
     write_layout(store, [("r10m", 1, "u2", spatial(1)), ("r20m", 2, "u2", spatial(2)),

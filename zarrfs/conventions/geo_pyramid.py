@@ -143,7 +143,7 @@ def _check(hierarchy: Hierarchy, level: LayoutLevel, array: ArrayMeta, meta: Arr
     base_height, base_width = meta.shape[-2:]
     placed = _rescaled(geo.geotransform, base_width / width, base_height / height)
     off = _misplacement(stated, placed, width, height)
-    if off >= MAX_MISPLACEMENT:
+    if not off < MAX_MISPLACEMENT:  # so that a NaN (transforms near the float limits) fails too
         return False, (f"is no overview: its spatial:transform {_text(stated)} puts it up to {off:.3g} of its "
                        f"pixels from where a GeoTIFF reader places an overview (the size ratio gives {_text(placed)})")
     if off > AGREEMENT:
