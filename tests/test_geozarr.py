@@ -218,6 +218,23 @@ def test_node_registration_is_pixel_is_point(tmp_path: Path, tree_of: Callable) 
         assert tif.pages[0].tags["ModelTiepointTag"].value[3:5] == (WEST, NORTH)
 
 
+@pytest.mark.parametrize("attrs, said", [
+    ({"spatial:dimensions": ["x", "y"]}, "array spatial:dimensions ['x', 'y'] are not the array's last two "
+                                         "dimensions ['y', 'x']"),
+    ({"spatial:dimensions": ["z", "y", "x"]}, "array spatial:dimensions ['z', 'y', 'x'] are not two names"),
+    ({"spatial:transform_type": "rpc"}, "array spatial:transform_type 'rpc' is not 'affine'"),
+    ({"spatial:registration": "corner"}, "array spatial:registration 'corner' is neither 'pixel' nor 'node'"),
+])
+def test_a_spatial_transform_zarrfs_cannot_apply_is_no_map_and_said(attrs: dict, said: str, tmp_path: Path,
+                                                                   tree_of: Callable) -> None:
+    store = tmp_path / "map.zarr"
+    array = zarr.create_array(str(store), shape=(4, 6), dtype="u1", dimension_names=("y", "x"))
+    array.attrs.update({"proj:code": f"EPSG:{EPSG}", "spatial:transform": spatial(1), **attrs})
+    found = tree_of(store).semantics(zarr_meta := tree_of(store).engine.hierarchy.root())
+    assert found.geo is None and zarr_meta.shape == (4, 6)
+    assert len(found.ignored) == 1 and found.ignored[0].startswith("georeferencing (" + said)
+
+
 def _served_bytes(tree: VirtualTree, path: str) -> Any:
     import io
 

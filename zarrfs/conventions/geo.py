@@ -132,6 +132,7 @@ def _transform(meta: ArrayMeta, attrs: Mapping[str, Any], group_attributes: Mapp
     the values are samples at the cells' centres (a node-registered GeoZarr grid)."""
     for where, scope in (("array", attrs), ("group", group_attributes)):
         if "spatial:transform" in scope:
+            _spatial_axes_are_the_last_two(scope, meta.dimension_names, where)
             node = registration(scope, where) == "node"
             gt = corner_transform(scope["spatial:transform"], node, f"{where} spatial:transform")
             return gt, f"GeoZarr spatial:transform ({where}{', node registration' if node else ''})", node
@@ -144,6 +145,25 @@ def _transform(meta: ArrayMeta, attrs: Mapping[str, Any], group_attributes: Mapp
             raise ConventionError(f"GeoTransform {transform_text[:80]!r} is not six numbers") from None
         return _invertible(_six(numbers, "GeoTransform"), "GeoTransform"), "CF GeoTransform", False
     return (*_from_coordinates(meta, siblings, read_array), False)
+
+
+def _spatial_axes_are_the_last_two(scope: Mapping[str, Any], names: tuple[str | None, ...] | None,
+                                   where: str) -> None:
+    """The transform is applied to the array's last two axes as (row, column): a `spatial:transform` of
+    another type, or whose `spatial:dimensions` name other axes (x before y, a 3-D z, y, x), is not that."""
+    kind = scope.get("spatial:transform_type", "affine")
+    if kind != "affine":
+        raise ConventionError(f"{where} spatial:transform_type {kind!r} is not 'affine', the one zarrfs applies")
+    dimensions = scope.get("spatial:dimensions")
+    if dimensions is None:
+        return
+    if not (isinstance(dimensions, list) and len(dimensions) == 2 and all(isinstance(d, str) for d in dimensions)):
+        raise ConventionError(f"{where} spatial:dimensions {dimensions!r} are not two names [y, x] (zarrfs "
+                              "georeferences two spatial axes)")
+    last_two = list(names[-2:]) if names is not None and len(names) >= 2 else None
+    if last_two is not None and None not in last_two and last_two != dimensions:
+        raise ConventionError(f"{where} spatial:dimensions {dimensions} are not the array's last two dimensions "
+                              f"{last_two}")
 
 
 def registration(scope: Mapping[str, Any], where: str) -> str:

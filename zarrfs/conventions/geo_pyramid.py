@@ -78,16 +78,17 @@ def level_array(hierarchy: Hierarchy, layout: GeoLayout, level: LayoutLevel, nam
     `1`...), or, deeper down, when it bears that name.
     """
     path = layout.asset_path(level)
-    node = _node(hierarchy, path)
+    node = node_at(hierarchy, path)
     if isinstance(node, GroupMeta):
-        found = _node(hierarchy, posixpath.join(path, name) if path else name)
+        found = node_at(hierarchy, posixpath.join(path, name) if path else name)
         return found if isinstance(found, ArrayMeta) else None
     if isinstance(node, ArrayMeta) and ("/" not in level.asset or path.rpartition("/")[2] == name):
         return node
     return None
 
 
-def _node(hierarchy: Hierarchy, path: str) -> ArrayMeta | GroupMeta | None:
+def node_at(hierarchy: Hierarchy, path: str) -> ArrayMeta | GroupMeta | None:
+    """The node at `path`; None when there is none (or its metadata cannot be read)."""
     try:
         return hierarchy.node(path)
     except ZarrfsError:
@@ -154,7 +155,7 @@ def _check(hierarchy: Hierarchy, level: LayoutLevel, array: ArrayMeta, meta: Arr
 
 def _own_transform(hierarchy: Hierarchy, array: ArrayMeta) -> GeoTransform | None:
     """The explicit `spatial:transform` of a level's array (its own attributes, then its group's)."""
-    parent = _node(hierarchy, array.path.rpartition("/")[0])
+    parent = node_at(hierarchy, array.path.rpartition("/")[0])
     scopes: list[tuple[str, Any]] = [("array", array.attributes)]
     if isinstance(parent, GroupMeta):
         scopes.append(("group", parent.attributes))

@@ -17,8 +17,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from ..errors import ZarrfsError
 from ..model.meta import ArrayMeta
+from .geo_pyramid import node_at
 from .image import image_of_array, level_arrays
 from .semantics import Semantics
 
@@ -32,15 +32,8 @@ def coarser_levels(hierarchy: Hierarchy, meta: ArrayMeta, semantics: Semantics) 
     if found is not None:
         image, level = found
         return overview_levels(meta, level_arrays(hierarchy, image)[level + 1:])
-    return overview_levels(meta, [_array(hierarchy, path) for path in semantics.overviews])
-
-
-def _array(hierarchy: Hierarchy, path: str) -> ArrayMeta | None:
-    try:
-        node = hierarchy.node(path)
-    except ZarrfsError:
-        return None
-    return node if isinstance(node, ArrayMeta) else None
+    return overview_levels(meta, [level if isinstance(level := node_at(hierarchy, path), ArrayMeta) else None
+                                  for path in semantics.overviews])
 
 
 def overview_levels(meta: ArrayMeta, coarser: Sequence[ArrayMeta | None]) -> tuple[ArrayMeta, ...]:
