@@ -151,6 +151,23 @@ def test_layout_levels_become_overviews_and_the_rest_is_said(tmp_path: Path, tre
     assert semantics(tree, "r20m/b02").overviews == ("r60m/b02",)
 
 
+def test_a_level_moved_by_a_relative_translation_alone_is_no_overview(tmp_path: Path, tree_of: Callable) -> None:
+    store = tmp_path / "cropped.zarr"
+    write_layout(store, [("r10m", 1, "u2", None), ("r20m", 2, "u2", None), ("r40m", 4, "u2", None)])
+    root = zarr.open_group(str(store), mode="r+")
+    layout = root.attrs["multiscales"]["layout"]
+    layout[1]["transform"] = {"scale": [2.0, 2.0], "translation": [0.0, 0.0]}
+    layout[2]["transform"] = {"scale": [4.0, 4.0], "translation": [3.0, 0.0]}
+    root.attrs["multiscales"] = {"layout": layout}
+    for level in ("r20m", "r40m"):  # no spatial:transform of their own either
+        del zarr.open_array(str(store / level / "b02"), mode="r+").attrs["spatial:transform"]
+    found = semantics(tree_of(store), "r10m/b02")
+    assert found.overviews == ("r20m/b02",)
+    assert found.ignored == ("GeoZarr multiscales /: level 'r40m' is no overview: its transform.translation moves "
+                             "it, and no spatial:transform says where to (a GeoTIFF reader places an overview by "
+                             "the size ratio alone)",)
+
+
 def test_zarrfs_tree_shows_what_a_layout_gave_and_what_it_could_not(tmp_path: Path) -> None:
     store = tmp_path / "layout.zarr"
     write_layout(store, [("r10m", 1, "u2", spatial(1)), ("r20m", 2, "f8", spatial(2))])

@@ -31,6 +31,8 @@ class LayoutLevel:
     asset: str  # relative to the layout group, normalised; "" for the group itself
     shape: tuple[int, int] | None  # `spatial:shape`
     transform: GeoTransform | None  # `spatial:transform` as GDAL's geotransform of the outer corner
+    # The relative `transform.translation` from the level it was derived from moves it (a cropped level).
+    translated: bool = False
 
 
 @dataclass(frozen=True)
@@ -99,5 +101,9 @@ def _level(entry: dict[str, Any], node: bool) -> LayoutLevel:
             isinstance(n, int) and not isinstance(n, bool) and n > 0 for n in shape)):
         raise ConventionError(f"spatial:shape {shape!r} is not [height, width]")
     transform = entry.get("spatial:transform")
+    relative = entry.get("transform")
+    translation = relative.get("translation") if isinstance(relative, dict) else None
+    translated = isinstance(translation, list) and any(v != 0 for v in translation)
     return LayoutLevel("" if path == "." else path, None if shape is None else (shape[0], shape[1]),
-                       None if transform is None else corner_transform(transform, node, "spatial:transform"))
+                       None if transform is None else corner_transform(transform, node, "spatial:transform"),
+                       translated)

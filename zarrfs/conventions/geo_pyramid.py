@@ -11,6 +11,8 @@ array of the same name is smaller can be an overview, with three checks:
   layout entry states a `spatial:transform` (else its own), the overview's
   corners must lie within `MAX_MISPLACEMENT` of one of its pixels of where
   that rule puts them; a mismatch above `AGREEMENT` is still reported.
+  A level with neither, whose relative `transform.translation` moves it, is
+  no overview (where it lies is not stated in map coordinates).
 Whatever fails is said in `notes` (shown by `zarrfs tree` and `N.json`);
 nothing here reads a chunk.
 """
@@ -140,6 +142,9 @@ def _check(hierarchy: Hierarchy, level: LayoutLevel, array: ArrayMeta, meta: Arr
         return False, f"is no overview: its spatial:shape {list(level.shape)} is not its array's {[height, width]}"
     stated = level.transform or _own_transform(hierarchy, array)
     if stated is None:
+        if level.translated:  # moved from where the size ratio puts it, by an amount no spatial:transform states
+            return False, ("is no overview: its transform.translation moves it, and no spatial:transform says "
+                           "where to (a GeoTIFF reader places an overview by the size ratio alone)")
         return True, None  # nothing to check the size-ratio placement against
     base_height, base_width = meta.shape[-2:]
     placed = _rescaled(geo.geotransform, base_width / width, base_height / height)
