@@ -168,6 +168,25 @@ def test_a_level_moved_by_a_relative_translation_alone_is_no_overview(tmp_path: 
                              "the size ratio alone)",)
 
 
+def test_levels_placed_only_by_their_layout_entries_are_maps(tmp_path: Path, tree_of: Callable) -> None:
+    """Arrays with no georeference of their own: the layout entry's spatial:transform and the layout group's
+    proj:code place them (asset "." and a group asset alike)."""
+    store = tmp_path / "entries.zarr"
+    write_layout(store, [(".", 1, "u2", spatial(1)), ("r2", 2, "u2", spatial(2)), ("r4", 4, "u2", None)],
+                 group_attrs={"proj:code": f"EPSG:{EPSG}"})
+    for path in ("b02", "r2/b02", "r4/b02"):
+        attrs = zarr.open_array(str(store / path), mode="r+").attrs
+        del attrs["proj:code"], attrs["spatial:transform"]
+    tree = tree_of(store)
+    full, half, quarter = (semantics(tree, path) for path in ("b02", "r2/b02", "r4/b02"))
+    assert full.geo is not None and full.geo.epsg == EPSG and full.geo.geotransform == tuple(
+        spatial(1)[i] for i in (2, 0, 1, 5, 3, 4))
+    assert "GeoZarr multiscales / level '.' spatial:transform" in full.sources
+    assert half.geo is not None and half.geo.geotransform[1] == 2 * PIXEL
+    assert quarter.geo is None  # its entry states no transform, and nothing else does
+    assert full.overviews == ("r2/b02", "r4/b02") and full.ignored == ()
+
+
 def test_zarrfs_tree_shows_what_a_layout_gave_and_what_it_could_not(tmp_path: Path) -> None:
     store = tmp_path / "layout.zarr"
     write_layout(store, [("r10m", 1, "u2", spatial(1)), ("r20m", 2, "f8", spatial(2))])

@@ -35,7 +35,7 @@ SPACING_TOLERANCE = 1e-3
 
 
 @dataclass(frozen=True)
-class _Crs:
+class Crs:
     wkt: str | None
     epsg: int | None
     source: str
@@ -62,12 +62,12 @@ def georeference(meta: ArrayMeta, siblings: Mapping[str, ArrayMeta], group_attri
 
 
 def _crs(attrs: Mapping[str, Any], siblings: Mapping[str, ArrayMeta],
-         group_attributes: Mapping[str, Any]) -> tuple[_Crs | None, Any]:
+         group_attributes: Mapping[str, Any]) -> tuple[Crs | None, Any]:
     """The CRS every convention present agrees on, and a CF `GeoTransform` text if one came with it."""
-    found: list[_Crs] = []
+    found: list[Crs] = []
     transform_text = None
     for where, scope in (("array", attrs), ("group", group_attributes)):
-        geozarr = _geozarr_crs(scope, where)
+        geozarr = geozarr_crs(scope, where)
         if geozarr:
             found.append(geozarr)
             break  # the array's own GeoZarr attributes override its group's
@@ -81,7 +81,7 @@ def _crs(attrs: Mapping[str, Any], siblings: Mapping[str, ArrayMeta],
         if wkt is not None:
             if not isinstance(wkt, str):
                 raise ConventionError(f"grid mapping {name!r}: crs_wkt must be text")
-            found.append(_Crs(wkt, epsg_from_wkt(wkt), f"CF grid_mapping {name!r}"))
+            found.append(Crs(wkt, epsg_from_wkt(wkt), f"CF grid_mapping {name!r}"))
         transform_text = mapping_attrs.get("GeoTransform")
     if "_CRS" in attrs:
         found.append(_gdal_crs(attrs["_CRS"]))
@@ -93,10 +93,11 @@ def _crs(attrs: Mapping[str, Any], siblings: Mapping[str, ArrayMeta],
         return None, transform_text
     wkt = next((c.wkt for c in found if c.wkt), None)
     epsg = next(iter(codes), None)
-    return _Crs(wkt, epsg, " + ".join(c.source for c in found)), transform_text
+    return Crs(wkt, epsg, " + ".join(c.source for c in found)), transform_text
 
 
-def _geozarr_crs(scope: Mapping[str, Any], where: str) -> _Crs | None:
+def geozarr_crs(scope: Mapping[str, Any], where: str) -> Crs | None:
+    """The CRS of a scope's `proj:code`, `proj:wkt2`, `proj:projjson`; None when it has none of them."""
     code, wkt, projjson = scope.get("proj:code"), scope.get("proj:wkt2"), scope.get("proj:projjson")
     if code is None and wkt is None and projjson is None:
         return None
@@ -105,10 +106,10 @@ def _geozarr_crs(scope: Mapping[str, Any], where: str) -> _Crs | None:
     epsg = epsg_from_code(code) or (epsg_from_wkt(wkt) if wkt else None) or epsg_from_projjson(projjson)
     if code is not None and epsg_from_code(code) is None and not isinstance(code, str):
         raise ConventionError(f"{where} proj:code {code!r} is not text like 'EPSG:32633'")
-    return _Crs(wkt, epsg, f"GeoZarr proj: ({where})")
+    return Crs(wkt, epsg, f"GeoZarr proj: ({where})")
 
 
-def _gdal_crs(value: Any) -> _Crs:
+def _gdal_crs(value: Any) -> Crs:
     """GDAL reads `url`, then `wkt`, then `projjson`; so do we."""
     if not isinstance(value, dict):
         raise ConventionError(f"_CRS must be an object, got {type(value).__name__}")
@@ -119,7 +120,7 @@ def _gdal_crs(value: Any) -> _Crs:
         or epsg_from_projjson(value.get("projjson"))
     if wkt is None and epsg is None:
         raise ConventionError("_CRS has no url, wkt or projjson this reader understands")
-    return _Crs(wkt, epsg, "GDAL _CRS")
+    return Crs(wkt, epsg, "GDAL _CRS")
 
 
 # ------------------------------------------------------------- geotransform

@@ -40,6 +40,7 @@ class GeoLayout:
     group_path: str
     levels: tuple[LayoutLevel, ...]
     problems: tuple[str, ...] = ()
+    node: bool = False  # `spatial:registration: node`: the stated transforms gave the cells' centres
 
     def asset_path(self, level: LayoutLevel) -> str:
         """The hierarchy path of a level's asset."""
@@ -78,7 +79,7 @@ def geo_layout(attributes: Mapping[str, Any], group_path: str) -> GeoLayout | No
             problems.append(f"multiscales.layout[{index}] repeats the asset {entry.get('asset')!r}")
             continue
         levels.append(level)
-    return GeoLayout(group_path, tuple(levels), tuple(problems))
+    return GeoLayout(group_path, tuple(levels), tuple(problems), node)
 
 
 def layout_asset_paths(attributes: Mapping[str, Any], group_path: str) -> tuple[str, ...]:

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import ZarrfsError
 from ..model.meta import ArrayMeta, GroupMeta
-from .geo import GeoTransform, corner_transform, registration
+from .geo import GeoTransform, corner_transform, geozarr_crs, registration
 from .geo_layout import GeoLayout, LayoutLevel, geo_layout
 from .image import groups_above
 from .semantics import ConventionError, GeoReference
@@ -57,18 +57,47 @@ def geo_pyramid(hierarchy: Hierarchy, meta: ArrayMeta, geo: GeoReference | None)
     array is no map or in no layout."""
     if geo is None or meta.ndim < 2:
         return None
+    found = _layout_of(hierarchy, meta)
+    if found is None:
+        return None
+    layout, own = found
+    if own is None:
+        return GeoPyramid(layout.group_path, "", (), _prefixed(layout, layout.problems))
+    return _pyramid(hierarchy, layout, own, meta, geo)
+
+
+def layout_georeference(hierarchy: Hierarchy, meta: ArrayMeta) -> tuple[GeoReference, tuple[str, ...]] | None:
+    """Where a level array lies when only its layout entry says it: the entry's `spatial:transform`, with
+    the GeoZarr CRS of the array, its group or the layout group (the first that has one). None otherwise."""
+    found = _layout_of(hierarchy, meta) if meta.ndim >= 2 else None
+    if found is None or found[1] is None or found[1].transform is None:
+        return None
+    layout, own = found
+    parent = node_at(hierarchy, meta.path.rpartition("/")[0])
+    group = node_at(hierarchy, layout.group_path)
+    for where, node in (("array", meta), ("group", parent), ("layout group", group)):
+        crs = geozarr_crs(node.attributes, where) if node is not None else None
+        if crs is not None:
+            return GeoReference(own.transform, crs.wkt, crs.epsg, layout.node), (
+                crs.source, f"GeoZarr multiscales /{layout.group_path} level {_label(own)} spatial:transform")
+    return None
+
+
+def _layout_of(hierarchy: Hierarchy, meta: ArrayMeta) -> tuple[GeoLayout, LayoutLevel | None] | None:
+    """The layout (in the parent or grandparent group) one of whose levels is `meta`, and that level; the
+    level is None for a layout that could not be read at all (its problems say why)."""
     name = meta.path.rpartition("/")[2]
     for group, _ in groups_above(hierarchy, meta.path, MAX_LAYOUT_DEPTH):
         layout = geo_layout(group.attributes, group.path)
         if layout is None:
             continue
         if not layout.levels:
-            return GeoPyramid(group.path, "", (), _prefixed(layout, layout.problems))
+            return layout, None
         own = next((level for level in layout.levels
                     if (array := level_array(hierarchy, layout, level, name)) is not None and array.path == meta.path),
                    None)
         if own is not None:
-            return _pyramid(hierarchy, layout, own, meta, geo)
+            return layout, own
     return None
 
 

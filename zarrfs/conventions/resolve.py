@@ -20,7 +20,7 @@ from .axes import named_axes
 from .bands import band_names
 from .cf import quantity
 from .geo import ReadArray, georeference, nodata
-from .geo_pyramid import GeoPyramid, geo_pyramid
+from .geo_pyramid import GeoPyramid, geo_pyramid, layout_georeference
 from .image import OmeImage, image_of_array, level_arrays, level_problems
 from .labels import labelled_image
 from .layout import PlateField, field_of_image
@@ -93,8 +93,12 @@ class SemanticsIndex:
         def pyramid(geo: GeoReference | None) -> GeoPyramid | None:
             return geo_pyramid(self.hierarchy, meta, geo)
 
+        def from_layout() -> tuple[GeoReference, tuple[str, ...]] | None:
+            return layout_georeference(self.hierarchy, meta)
+
         return semantics_of(meta, name, group_attributes, siblings, self.read_array,
-                            self.hierarchy.store.display_name, image, tuple(problems), field, label_of, pyramid)
+                            self.hierarchy.store.display_name, image, tuple(problems), field, label_of, pyramid,
+                            from_layout)
 
     def _first_report(self, image: OmeImage, label_problems: tuple[str, ...]) -> list[str]:
         """What is wrong with the image's levels (and a label image's `source`), the first time one of its
@@ -115,7 +119,8 @@ def semantics_of(meta: ArrayMeta, name: str, group_attributes: dict[str, Any], s
                  read_array: ReadArray, store_name: str = "",
                  image: tuple[OmeImage, int] | None = None, problems: tuple[str, ...] = (),
                  field: PlateField | None = None, label_of: str | None = None,
-                 pyramid: Callable[[GeoReference | None], GeoPyramid | None] | None = None) -> Semantics:
+                 pyramid: Callable[[GeoReference | None], GeoPyramid | None] | None = None,
+                 from_layout: Callable[[], tuple[GeoReference, tuple[str, ...]] | None] | None = None) -> Semantics:
     """The meaning of array `meta` (called `name` in a group with `group_attributes` and array `siblings`).
 
     `image` is the OME-Zarr image listing the array as a level, and which
@@ -123,7 +128,9 @@ def semantics_of(meta: ArrayMeta, name: str, group_attributes: dict[str, Any], s
     the array, not only its parent. `problems` (its image's levels or plate
     that name nothing) join the array's one warning; `field` is where the
     image sits in a plate; `label_of` the image a label image belongs to;
-    `pyramid` finds the overviews of a map in a GeoZarr multiscales layout.
+    `pyramid` finds the overviews of a map in a GeoZarr multiscales layout,
+    `from_layout` the georeference its layout entry states when the array's
+    own conventions state none.
     """
     ignored: list[str] = list(problems)
     colors: tuple[LabelColor, ...] = ()
@@ -161,6 +168,9 @@ def semantics_of(meta: ArrayMeta, name: str, group_attributes: dict[str, Any], s
     geo = None
     try:
         geo, how = georeference(meta, siblings, group_attributes, read_array)
+        stated = from_layout() if geo is None and from_layout is not None and image is None else None
+        if stated is not None:
+            geo, how = stated
         sources += how
     except ConventionError as exc:
         ignored.append(f"georeferencing ({exc})")
