@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import logging
 import threading
-from dataclasses import asdict
 from collections.abc import Callable
+from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ZarrfsError
@@ -90,6 +90,7 @@ class SemanticsIndex:
                 problems = self._first_report(image[0], label_problems)
             except ZarrfsError as exc:
                 problems = [f"its image's levels or plate could not be read ({exc})"]
+
         def pyramid(geo: GeoReference | None) -> GeoPyramid | None:
             return geo_pyramid(self.hierarchy, meta, geo)
 
