@@ -51,6 +51,21 @@ def write_out_of_process(job: dict[str, Any]) -> None:
     assert answer["ok"], answer["error"]
 
 
+@pytest.fixture(scope="module")
+def written(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., Path]:
+    """`written(writer, **options)`: the store that writer makes, written once for the module (read-only use)."""
+    stores: dict[str, Path] = {}
+
+    def store(writer: str, **options: Any) -> Path:
+        key = json.dumps({"writer": writer, **options}, sort_keys=True)
+        if key not in stores:
+            path = tmp_path_factory.mktemp("geozarr") / f"{writer}.zarr"
+            write_out_of_process({"writer": writer, "store": str(path), **options})
+            stores[key] = path
+        return stores[key]
+    return store
+
+
 def spatial(factor: float, *, west: float = WEST) -> list[float]:
     return [PIXEL * factor, 0.0, west, 0.0, -PIXEL * factor, NORTH]
 
@@ -315,9 +330,8 @@ WRITER_LEVELS = {
 @pytest.mark.clients
 @needs_gdal
 @pytest.mark.parametrize("writer", sorted(WRITER_LEVELS))
-def test_gdal_sees_the_layout_levels_as_overviews(writer: str, tmp_path: Path) -> None:
-    store = tmp_path / f"{writer}.zarr"
-    write_out_of_process({"writer": writer, "store": str(store)})
+def test_gdal_sees_the_layout_levels_as_overviews(writer: str, tmp_path: Path, written: Callable) -> None:
+    store = written(writer)
     full, overviews = WRITER_LEVELS[writer]
     base = sample((HEIGHT, WIDTH))
     with mounted(store, tmp_path / "mnt", tmp_path / "log") as mount:
@@ -338,12 +352,11 @@ def test_gdal_sees_the_layout_levels_as_overviews(writer: str, tmp_path: Path) -
 @pytest.mark.mount
 @pytest.mark.clients
 @needs_gdal
-def test_eopf_geozarr_layout_is_read_and_never_taken_for_ome(tmp_path: Path) -> None:
+def test_eopf_geozarr_layout_is_read_and_never_taken_for_ome(tmp_path: Path, written: Callable) -> None:
     """eopf-geozarr 0.12 keeps the native bands at the layout group (asset ".") and writes its overviews
     `r2`, `r4` as float64 means of uint16 bands: GDAL's own Zarr driver refuses such levels as overviews
     (another data type), and so does a TIFF; zarrfs says so, once per band, and never calls the layout OME."""
-    store = tmp_path / "eopf.zarr"
-    write_out_of_process({"writer": "eopf", "store": str(store)})
+    store = written("eopf")
     group = "measurements/reflectance/r10m"
     note = (f"GeoZarr multiscales /{group}: level 'r2' is no overview: its float64 values are not the map's "
             "uint16")
@@ -364,11 +377,10 @@ def test_eopf_geozarr_layout_is_read_and_never_taken_for_ome(tmp_path: Path) -> 
 @pytest.mark.mount
 @pytest.mark.clients
 @needs_gdal
-def test_gdal_reads_a_node_registered_map_as_pixel_is_point(tmp_path: Path) -> None:
+def test_gdal_reads_a_node_registered_map_as_pixel_is_point(tmp_path: Path, written: Callable) -> None:
     """geozarr-toolkit's node-registered levels: GDAL shows AREA_OR_POINT=Point and the corner half a cell
     before the stated centre; the coarser levels stay overviews (within a pixel of GDAL's placement), said."""
-    store = tmp_path / "node.zarr"
-    write_out_of_process({"writer": "toolkit", "store": str(store), "registration": "node"})
+    store = written("toolkit", registration="node")
     with mounted(store, tmp_path / "mnt", tmp_path / "log", expected_log=["array /r(10|20)m/b02: ignored GeoZarr "
                                                                           "multiscales /: level 'r(20|60)m'"]) as mount:
         info = gdalinfo_json(str(mount.root / "r10m" / "b02.tif"))
@@ -383,11 +395,10 @@ def test_gdal_reads_a_node_registered_map_as_pixel_is_point(tmp_path: Path) -> N
 @pytest.mark.mount
 @pytest.mark.clients
 @needs_qgis
-def test_qgis_finds_the_pyramid(tmp_path: Path) -> None:
+def test_qgis_finds_the_pyramid(tmp_path: Path, written: Callable) -> None:
     """QGIS (headless, python3-qgis) on the toolkit map: the layer in place, and the 2x level as an existing
     pyramid (QGIS lists power-of-two levels only: the 6x overview is GDAL's to use when QGIS renders)."""
-    store = tmp_path / "toolkit.zarr"
-    write_out_of_process({"writer": "toolkit", "store": str(store)})
+    store = written("toolkit")
     with mounted(store, tmp_path / "mnt", tmp_path / "log") as mount:
         layer = qgis_layer(str(mount.root / "r10m" / "b02.tif"))
     assert layer["valid"] and layer["size"] == [WIDTH, HEIGHT] and layer["crs"] == f"EPSG:{EPSG}"
