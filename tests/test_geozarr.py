@@ -25,7 +25,6 @@ import zarr
 from clients import gdal_available, gdal_read, gdalinfo_json, qgis_available, qgis_layer
 from geozarr_writers import EPSG, HEIGHT, NORTH, PIXEL, WEST, WIDTH, sample
 from mountutil import mounted, run_zarrfs
-from zarrfs.conventions.geo_layout import layout_asset_paths
 from zarrfs.conventions.semantics import Semantics
 from zarrfs.conventions.zarr_conventions import MULTISCALES, PROJ, SPATIAL, declared
 from zarrfs.engine.engine import Engine
@@ -220,8 +219,6 @@ def test_asset_dot_is_the_group_itself_and_an_undeclared_layout_is_said(tmp_path
     store = tmp_path / "dot.zarr"
     write_layout(store, [(".", 1, "u2", spatial(1)), ("r2", 2, "u2", spatial(2)), ("r4", 4, "u2", spatial(4))])
     assert semantics(tree_of(store), "b02").overviews == ("r2/b02", "r4/b02")
-    assert layout_asset_paths(zarr.open_group(str(store)).attrs.asdict(), "") == ("", "r2", "r4")
-    assert layout_asset_paths(zarr.open_group(str(store)).attrs.asdict(), "a/b") == ("a/b", "a/b/r2", "a/b/r4")
     undeclared = tmp_path / "undeclared.zarr"
     write_layout(undeclared, [(".", 1, "u2", spatial(1)), ("r2", 2, "u2", spatial(2))], registry=[])
     found = semantics(tree_of(undeclared), "b02")

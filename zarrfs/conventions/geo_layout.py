@@ -82,16 +82,6 @@ def geo_layout(attributes: Mapping[str, Any], group_path: str) -> GeoLayout | No
     return GeoLayout(group_path, tuple(levels), tuple(problems), node)
 
 
-def layout_asset_paths(attributes: Mapping[str, Any], group_path: str) -> tuple[str, ...]:
-    """The hierarchy paths of the assets a group's layout names (groups or arrays), layout order.
-
-    For discovery on stores that cannot list: the levels are found from the
-    layout group's own metadata.
-    """
-    layout = geo_layout(attributes, group_path)
-    return () if layout is None else tuple(layout.asset_path(level) for level in layout.levels)
-
-
 def _level(entry: dict[str, Any], node: bool) -> LayoutLevel:
     asset = entry.get("asset")
     path = posixpath.normpath(asset) if isinstance(asset, str) and asset and not asset.startswith("/") else None
