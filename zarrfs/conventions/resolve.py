@@ -28,7 +28,7 @@ from .ome import label_colors, level_axes, ome_block, omero_channels
 from .semantics import Axis, Channel, ConventionError, GeoReference, LabelColor, Semantics
 
 if TYPE_CHECKING:
-    from ..hierarchy import Hierarchy
+    from ..hierarchy import Child, Hierarchy
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +44,8 @@ class SemanticsIndex:
         self.hierarchy = hierarchy
         self.read_array = read_array
         self._known: dict[str, tuple[ArrayMeta, Semantics]] = {}
+        # A group's arrays by name, with the listing they were made from (a refresh makes a new one).
+        self._arrays: dict[str, tuple[list[Child], dict[str, ArrayMeta]]] = {}
         # Images whose problems were reported (with the first of their arrays to be resolved).
         self._reported: set[tuple[str, int]] = set()
         self._lock = threading.Lock()
@@ -67,8 +69,7 @@ class SemanticsIndex:
                 parent = self.hierarchy.node(parent_path)
                 if isinstance(parent, GroupMeta):
                     group_attributes = parent.attributes
-                    siblings = {c.name: c.node for c in self.hierarchy.children(parent_path)
-                                if isinstance(c.node, ArrayMeta)}
+                    siblings = self._arrays_of(parent_path)
             except ZarrfsError as exc:  # e.g. its group's metadata became unreadable: serve the bytes anyway
                 log.warning("%s: array /%s: its group could not be read for conventions (%s); served without "
                             "them", self.hierarchy.store.display_name, meta.path, exc)
@@ -100,6 +101,19 @@ class SemanticsIndex:
         return semantics_of(meta, name, group_attributes, siblings, self.read_array,
                             self.hierarchy.store.display_name, image, tuple(problems), field, label_of, pyramid,
                             from_layout)
+
+    def _arrays_of(self, group_path: str) -> dict[str, ArrayMeta]:
+        """The arrays of a group by name, made once per listing of the group (not once per array: a
+        group of 10,000 arrays would make it 10,000 times)."""
+        children = self.hierarchy.children(group_path)
+        with self._lock:
+            made = self._arrays.get(group_path)
+        if made is not None and made[0] is children:
+            return made[1]
+        arrays = {c.name: c.node for c in children if isinstance(c.node, ArrayMeta)}
+        with self._lock:
+            self._arrays[group_path] = (children, arrays)
+        return arrays
 
     def _first_report(self, image: OmeImage, label_problems: tuple[str, ...]) -> list[str]:
         """What is wrong with the image's levels (and a label image's `source`), the first time one of its
