@@ -82,6 +82,8 @@ def semantics_lines(semantics: Semantics) -> Iterator[str]:
         yield f"labels of image {semantics.label_of}"
     for unused in semantics.unused:
         yield f"not used: {unused}"
+    if semantics.overviews:
+        yield "overviews " + ", ".join("/" + path for path in semantics.overviews)
     if semantics.sources:
         yield "from " + "; ".join(semantics.sources)
 

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .axes import guess_kind
+from .geo_layout import is_layout_object
 from .semantics import Axis, Channel, ConventionError, LabelColor
 from .transforms import NotAxisAligned, axis_aligned, describe, endpoint_name, numbers
 
@@ -53,12 +54,15 @@ def has_coordinate_systems(version: str | None) -> bool:
 
 
 def ome_block(attributes: dict[str, Any]) -> tuple[str | None, dict[str, Any]] | None:
-    """(version, the object holding `multiscales`/`omero`) of a group, or None if it is not OME-Zarr."""
+    """(version, the object holding `multiscales`/`omero`) of a group, or None if it is not OME-Zarr.
+
+    A `multiscales` object (not a list) is the zarr-conventions layout of GeoZarr (`conventions.geo_layout`).
+    """
     ome = attributes.get("ome")
     if isinstance(ome, dict) and "multiscales" in ome:  # 0.5
         version = ome.get("version")
         return (version if isinstance(version, str) else None), ome
-    if "multiscales" in attributes:  # 0.1-0.4
+    if "multiscales" in attributes and not is_layout_object(attributes["multiscales"]):  # 0.1-0.4
         return None, attributes
     return None
 

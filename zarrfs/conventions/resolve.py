@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
@@ -21,12 +22,13 @@ from .axes import named_axes
 from .bands import band_names
 from .cf import quantity
 from .geo import ReadArray, georeference, nodata
+from .geo_pyramid import GeoPyramid, geo_pyramid, layout_georeference
 from .image import OmeImage, image_of_array, level_arrays, level_problems
 from .labels import labelled_image
 from .layout import PlateField, field_of_image
 from .ome import label_colors, level_axes, ome_block, omero_channels
 from .scene import SceneLink, placement, scene_of_image
-from .semantics import Axis, Channel, ConventionError, LabelColor, Placement, Semantics
+from .semantics import Axis, Channel, ConventionError, GeoReference, LabelColor, Placement, Semantics
 
 if TYPE_CHECKING:
     from ..hierarchy import Child, Hierarchy
@@ -94,8 +96,16 @@ class SemanticsIndex:
                 problems = self._first_report(image[0], label_problems)
             except ZarrfsError as exc:
                 problems = [f"its image's levels or plate could not be read ({exc})"]
+
+        def pyramid(geo: GeoReference | None) -> GeoPyramid | None:
+            return geo_pyramid(self.hierarchy, meta, geo)
+
+        def from_layout() -> tuple[GeoReference, tuple[str, ...]] | None:
+            return layout_georeference(self.hierarchy, meta)
+
         return semantics_of(meta, name, group_attributes, siblings, self.read_array,
-                            self.hierarchy.store.display_name, image, tuple(problems), field, label_of, scene)
+                            self.hierarchy.store.display_name, image, tuple(problems), field, label_of, scene,
+                            pyramid, from_layout)
 
     def _arrays_of(self, group_path: str) -> dict[str, ArrayMeta]:
         """The arrays of a group by name, made once per listing of the group (not once per array: a
@@ -129,7 +139,9 @@ def semantics_of(meta: ArrayMeta, name: str, group_attributes: dict[str, Any], s
                  read_array: ReadArray, store_name: str = "",
                  image: tuple[OmeImage, int] | None = None, problems: tuple[str, ...] = (),
                  field: PlateField | None = None, label_of: str | None = None,
-                 scene: SceneLink | None = None) -> Semantics:
+                 scene: SceneLink | None = None,
+                 pyramid: Callable[[GeoReference | None], GeoPyramid | None] | None = None,
+                 from_layout: Callable[[], tuple[GeoReference, tuple[str, ...]] | None] | None = None) -> Semantics:
     """The meaning of array `meta` (called `name` in a group with `group_attributes` and array `siblings`).
 
     `image` is the OME-Zarr image listing the array as a level, and which
@@ -137,7 +149,10 @@ def semantics_of(meta: ArrayMeta, name: str, group_attributes: dict[str, Any], s
     the array, not only its parent. `problems` (its image's levels or plate
     that name nothing) join the array's one warning; `field` is where the
     image sits in a plate; `label_of` the image a label image belongs to;
-    `scene` the OME-Zarr scene transformation that places the image.
+    `scene` the OME-Zarr scene transformation that places the image;
+    `pyramid` finds the overviews of a map in a GeoZarr multiscales layout,
+    `from_layout` the georeference its layout entry states when the array's
+    own conventions state none.
     """
     ignored: list[str] = list(problems)
     unused: list[str] = []
@@ -182,11 +197,22 @@ def semantics_of(meta: ArrayMeta, name: str, group_attributes: dict[str, Any], s
     geo = None
     try:
         geo, how = georeference(meta, siblings, group_attributes, read_array)
+        stated = from_layout() if geo is None and from_layout is not None and image is None else None
+        if stated is not None:
+            geo, how = stated
         sources += how
     except ConventionError as exc:
         ignored.append(f"georeferencing ({exc})")
     except (ZarrfsError, OSError) as exc:  # a coordinate array that cannot be read (missing chunk, bad codec)
         ignored.append(f"georeferencing (a coordinate array could not be read: {exc})")
+    overviews: tuple[str, ...] = ()
+    levels = pyramid(geo) if pyramid is not None and image is None else None
+    if levels is not None:
+        overviews = levels.overviews
+        ignored += levels.notes
+        if levels.level:
+            sources.append(f"GeoZarr multiscales /{levels.layout_path} level {levels.level}"
+                           f" ({len(overviews)} overview{'' if len(overviews) == 1 else 's'})")
     missing = None
     try:
         missing, source = nodata(meta)
@@ -211,7 +237,7 @@ def semantics_of(meta: ArrayMeta, name: str, group_attributes: dict[str, Any], s
         log.warning("%s: array /%s: ignored %s; the array is served without it", store_name, meta.path,
                     "; ".join(ignored))
     return Semantics(axes, channels, geo, missing, tuple(sources), values, label_colors=colors, label_of=label_of,
-                     band_names=names, placement=placed, unused=tuple(unused + ignored))
+                     band_names=names, placement=placed, unused=tuple(unused + ignored), overviews=overviews)
 
 
 def _ome_level(image: tuple[OmeImage, int] | None, group_attributes: dict[str, Any],

@@ -56,12 +56,15 @@ class GeoReference:
 
     `geotransform` is GDAL's order: x = gt[0] + col*gt[1] + row*gt[2],
     y = gt[3] + col*gt[4] + row*gt[5], for the outer corner of pixel (0, 0)
-    (pixel-is-area).
+    (pixel-is-area). `point`: the values are samples at the cells' centres
+    (GeoZarr `spatial:registration: node`, GeoTIFF PixelIsPoint); the
+    geotransform is still the corner's.
     """
 
     geotransform: tuple[float, float, float, float, float, float]
     crs_wkt: str | None = None
     epsg: int | None = None
+    point: bool = False
 
 
 @dataclass(frozen=True)
@@ -107,12 +110,14 @@ class Semantics:
     # What a known convention says that the files cannot (a rotation, another coordinate system), each with why:
     # shown by `zarrfs tree` and in `N.json`, not only logged.
     unused: tuple[str, ...] = ()
+    # Paths of the arrays that are the map's overviews in a GeoZarr multiscales layout (`conventions.geo_pyramid`).
+    overviews: tuple[str, ...] = ()
 
     @property
     def empty(self) -> bool:
         return (self.axes is None and not self.channels and self.geo is None and self.nodata is None
                 and self.quantity is None and not self.label_colors and self.label_of is None
-                and not self.band_names and self.placement is None and not self.unused)
+                and not self.band_names and self.placement is None and not self.unused and not self.overviews)
 
     def describe(self) -> dict[str, Any]:
         """JSON-able form: the `semantics` member of the `.json` file and of `zarrfs tree --json`."""
@@ -127,5 +132,6 @@ class Semantics:
             "band_names": list(self.band_names),
             "placement": asdict(self.placement) if self.placement is not None else None,
             "unused": list(self.unused),
+            "overviews": ["/" + path for path in self.overviews],
             "sources": list(self.sources),
         }
