@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from .conventions.layout import group_layout
-from .conventions.semantics import Quantity, Semantics
+from .conventions.semantics import Axis, Quantity, Semantics
 from .formats.netcdf import NC_SUFFIX, netcdf_plan
 from .hierarchy import Hierarchy
 from .model.meta import ArrayMeta, GroupMeta
@@ -64,17 +64,10 @@ def _number(value: float) -> str:
 def semantics_lines(semantics: Semantics) -> Iterator[str]:
     """What the conventions said, one short line per kind of meaning (nothing for plain arrays)."""
     if semantics.axes is not None:
-        parts = []
-        for axis in semantics.axes:
-            text = f"{axis.name or '?'}:{axis.kind}"
-            if axis.scale is not None:
-                text += f" {_number(axis.scale)}{' ' + axis.unit if axis.unit else ''}/px"
-            elif axis.unit:
-                text += f" [{axis.unit}]"
-            if axis.origin:
-                text += f" @{_number(axis.origin)}"
-            parts.append(text)
-        yield "axes " + ", ".join(parts)
+        yield "axes " + _axes_text(semantics.axes)
+    if semantics.placement is not None:
+        placed = semantics.placement
+        yield f"in scene {placed.scene} system {placed.system!r}: {_axes_text(placed.axes)}"
     if semantics.channels:
         yield "channels " + ", ".join(f"{c.label or '?'}{' #' + c.color if c.color else ''}"
                                       for c in semantics.channels)
@@ -90,8 +83,29 @@ def semantics_lines(semantics: Semantics) -> Iterator[str]:
         yield "bands " + ", ".join(semantics.band_names)
     if semantics.label_of is not None:
         yield f"labels of image {semantics.label_of}"
+    for unused in semantics.unused:
+        yield f"not used: {unused}"
+    if semantics.overviews:
+        yield "overviews " + ", ".join("/" + path for path in semantics.overviews)
     if semantics.sources:
         yield "from " + "; ".join(semantics.sources)
+
+
+def _axes_text(axes: tuple[Axis, ...]) -> str:
+    """'z:space 0.5 micrometer/px @2, y:space ...': each axis's kind, step, origin, anatomical orientation."""
+    parts = []
+    for axis in axes:
+        text = f"{axis.name or '?'}:{axis.kind}"
+        if axis.scale is not None:
+            text += f" {_number(axis.scale)}{' ' + axis.unit if axis.unit else ''}/px"
+        elif axis.unit:
+            text += f" [{axis.unit}]"
+        if axis.origin:
+            text += f" @{_number(axis.origin)}"
+        if axis.orientation:
+            text += f" {axis.orientation}"
+        parts.append(text)
+    return ", ".join(parts)
 
 
 def _quantity_text(quantity: Quantity) -> str:
