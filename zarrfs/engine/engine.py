@@ -105,3 +105,4 @@ class Engine:
         self.cache.close()
         self.fetches.close()
         self.files.close()
+        self.store.close()
