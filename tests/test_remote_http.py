@@ -185,10 +185,10 @@ def test_unlistable_server_says_what_it_cannot_discover(
         plain = served.hierarchies["h3"]
         with caplog.at_level(logging.WARNING, logger="zarrfs.hierarchy.documents"):
             hierarchy = Hierarchy(Store.open(url_of(server, served.root, plain.store)))
-            assert hierarchy.children("") == []  # nothing below the root can be found
+            assert hierarchy.children("") == []  # no metadata names anything below the root
             hierarchy.children("obs")
         said = [r.getMessage() for r in caplog.records if "cannot be listed" in r.getMessage()]
-        assert len(said) == 1 and "consolidate" in said[0].lower() and "root node itself is served" in said[0]
+        assert len(said) == 1 and "consolidate" in said[0].lower() and "no metadata names is not shown" in said[0]
         assert hierarchy.root().path == ""
         consolidated = served.hierarchies["h3c"]
         engine = Engine.open(url_of(server, served.root, consolidated.store))

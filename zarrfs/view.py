@@ -16,6 +16,7 @@ coordinate arrays that georeference a sibling (see `conventions.geo`).
 
 from __future__ import annotations
 
+import functools
 import logging
 import posixpath
 import re
@@ -33,8 +34,8 @@ from .engine.open_file import OpenFile
 from .errors import IsDirectoryError, NotFoundError
 from .options import EngineOptions
 from .formats import FORMATS, OME_TIFF_SUFFIX, VOLUME_FORMATS, json_document
-from .formats.base import DeferredLayout, Layout
-from .formats.tiled_tiff import TiledLayout
+from .formats.base import DeferredLayout, LazyLayout, Layout
+from .formats.tiled_tiff import LazyTiledLayout
 from .formats.vlen import VLEN_SUFFIXES, vlen_document, vlen_npy_layout
 from .model.meta import ArrayMeta, GroupMeta
 from .view_ome import ome_tiff_files
@@ -188,15 +189,17 @@ class VirtualTree:
             return Handle(Layout(json_document({**self.engine.stats(), **extras}), 0), None, direct_io=True)
         if not isinstance(entry, FileEntry):
             raise IsDirectoryError(f"/{path.strip('/')} is a directory")
-        if isinstance(entry.layout, TiledFile):
+        layout = entry.layout
+        if isinstance(layout, LazyLayout) or (isinstance(layout, DeferredLayout) and entry.array_path is None):
+            layout = layout.layout  # built now: a TIFF's IFDs, an OME-TIFF (view_ome.py)
+        if isinstance(layout, TiledFile):
             # Tiled TIFFs read their tiles through the readers of their own levels (engine.tiles), whole
             # tiles at random places: no C-order reader, and no kernel readahead past a tile, which
             # would decode chunks nobody asked for.
-            return Handle(entry.layout, None, direct_io=True)
+            return Handle(layout, None, direct_io=True)
         if entry.array_path is None:
-            return Handle(entry.layout, None)
+            return Handle(layout, None)
         # The C path answers reads of a plain layout, whose element region is the array's C-order bytes.
-        layout = entry.layout
         region = (len(layout.header), layout.data_nbytes) if type(layout) is Layout else None
         return Handle(layout, self.engine.open_file(entry.array_path, region))
 
@@ -239,7 +242,7 @@ class VirtualTree:
                 if name in entries:
                     log.warning("/%s: the image's %s clashes with a sibling; not shown", group_path, name)
                     continue
-                entries[name] = FileEntry(served, served.paths[0], OME_TIFF_SUFFIX)
+                entries[name] = FileEntry(served, None, OME_TIFF_SUFFIX)
         if GROUP_FILE not in entries:
             entries[GROUP_FILE] = FileEntry(Layout(json_document(group.describe()), 0))
         return entries
@@ -259,8 +262,8 @@ class VirtualTree:
             try:
                 layout = FORMATS[suffix](meta, semantics, name)
                 volumes = VOLUME_FORMATS[suffix](meta, semantics, name) if suffix in VOLUME_FORMATS else {}
-                if isinstance(layout, TiledLayout):
-                    layout = tiled_file(self.engine, meta, semantics, layout)
+                if isinstance(layout, LazyTiledLayout):
+                    layout = LazyLayout(functools.partial(tiled_file, self.engine, meta, semantics, layout.plan))
             except Exception:  # a format that cannot express this array must not hide the others
                 log.exception("array /%s: cannot build its %s layout", meta.path, suffix)
                 continue

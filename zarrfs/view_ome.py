@@ -15,17 +15,20 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import uuid
 from collections.abc import Callable
 
 from .conventions.image import OmeImage, images_of_group, level_arrays
-from .conventions.plate import Plate, plate_of_group
+from .conventions.plate import plate_block, plate_of_group
 from .conventions.pyramid import overview_levels
 from .conventions.semantics import Semantics
 from .engine.engine import Engine
 from .engine.tiles import TiledFile
+from .errors import NotFoundError, ZarrfsError
 from .formats import OME_TIFF_SUFFIX
+from .formats.base import DeferredLayout
 from .formats.ome_tiff import ImageLevels, ome_tiff_layout, safe_file_stem
 from .formats.ome_xml import OmePlate
 from .model.meta import ArrayMeta, GroupMeta
@@ -36,30 +39,51 @@ SemanticsOf = Callable[[ArrayMeta], Semantics]
 
 
 def ome_tiff_files(engine: Engine, group: GroupMeta, directory_name: str,
-                   semantics_of: SemanticsOf) -> dict[str, TiledFile]:
-    """File name -> OME-TIFF of each multiscale image, and of the plate, the group declares."""
-    files: dict[str, TiledFile] = {}
+                   semantics_of: SemanticsOf) -> dict[str, DeferredLayout]:
+    """File name -> OME-TIFF of each multiscale image, and of the plate, the group declares.
+
+    Names come from the group's metadata alone; each file is built the first
+    time its size or bytes are asked for. A plate's file needs every well,
+    field and level (thousands of nodes on a remote store): listing the
+    plate's directory, and so mounting a plate, must not wait for them.
+    """
+    files: dict[str, DeferredLayout] = {}
     for number, image in enumerate(images_of_group(group)):
         stem = safe_file_stem(image.name) or directory_name
         name = f"{stem}{f'-{number}' if number else ''}{OME_TIFF_SUFFIX}"
-        served = _guarded(name, group, lambda: _image_file(engine, image, name, semantics_of))
-        if served is not None:
-            files[name] = served
-    plate = plate_of_group(engine.hierarchy, group)
-    if plate is not None:
-        name = f"{safe_file_stem(plate.name) or directory_name}{OME_TIFF_SUFFIX}"
-        served = _guarded(name, group, lambda: _plate_file(engine, plate, name, semantics_of))
-        if served is not None and name not in files:
-            files[name] = served
+        files[name] = _deferred(name, group, functools.partial(_image_file, engine, image, name, semantics_of))
+    block = plate_block(group.attributes, "plate")
+    if block is not None:
+        plate_name = block.get("name") if isinstance(block.get("name"), str) else None
+        name = f"{safe_file_stem(plate_name) or directory_name}{OME_TIFF_SUFFIX}"
+        if name not in files:
+            files[name] = _deferred(name, group, functools.partial(_plate_file, engine, group, name, semantics_of))
     return files
 
 
-def _guarded(name: str, group: GroupMeta, build: Callable[[], TiledFile | None]) -> TiledFile | None:
-    try:
-        return build()
-    except Exception:  # one file that cannot be built must not hide the directory
-        log.exception("group /%s: cannot build its %s", group.path, name)
-        return None
+def _deferred(name: str, group: GroupMeta, build: Callable[[], TiledFile | None]) -> DeferredLayout:
+    """`build` run when the file is first needed. A file its metadata cannot make (no level array a TIFF
+    can hold, a plate without a well that resolves) is then ENOENT, logged once and not built again; a
+    store error (a stalled node) is raised to that caller, and the next one tries again."""
+    refused: list[NotFoundError] = []
+
+    def build_once() -> TiledFile:
+        if refused:
+            raise refused[0]
+        try:
+            served = build()
+        except ZarrfsError:
+            raise
+        except Exception:  # a file that cannot be built must not hide the directory
+            log.exception("group /%s: cannot build its %s", group.path, name)
+            served = None
+        if served is None:
+            log.warning("group /%s: %s cannot be made from its metadata; it reads as missing", group.path, name)
+            refused.append(NotFoundError(f"/{group.path}/{name}: cannot be made from the metadata (see the log)"))
+            raise refused[0]
+        return served
+
+    return DeferredLayout(build_once)  # type: ignore[arg-type]  # a TiledFile stands where a Layout stands
 
 
 def _image_levels(engine: Engine, image: OmeImage, semantics_of: SemanticsOf) -> ImageLevels | None:
@@ -75,7 +99,11 @@ def _image_file(engine: Engine, image: OmeImage, name: str, semantics_of: Semant
     return None if levels is None else _bind(engine, [levels], f"{image.group_path}#{image.index}", name)
 
 
-def _plate_file(engine: Engine, plate: Plate, name: str, semantics_of: SemanticsOf) -> TiledFile | None:
+def _plate_file(engine: Engine, group: GroupMeta, name: str, semantics_of: SemanticsOf) -> TiledFile | None:
+    engine.hierarchy.fetch_named_below(group.path)
+    plate = plate_of_group(engine.hierarchy, group)
+    if plate is None:
+        return None
     images: list[ImageLevels] = []
     wells: list[tuple[int, int, tuple[int, ...]]] = []
     for well in plate.wells:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from .conventions.pyramid import coarser_levels
 from .conventions.semantics import Semantics
 from .engine.engine import Engine
@@ -10,9 +12,10 @@ from .formats.tiled_tiff import TiledLayout, tiled_layout
 from .model.meta import ArrayMeta
 
 
-def tiled_file(engine: Engine, meta: ArrayMeta, semantics: Semantics, layout: TiledLayout) -> TiledFile:
-    """`layout` (the array alone), rebuilt with the coarser levels of its multiscale image when it has some."""
+def tiled_file(engine: Engine, meta: ArrayMeta, semantics: Semantics,
+               single: Callable[[], TiledLayout]) -> TiledFile:
+    """The tiled file of `meta`, with the coarser levels of its multiscale image as overviews when it has
+    some (else `single`, the array's alone)."""
     levels = (meta, *coarser_levels(engine.hierarchy, meta))
-    if len(levels) > 1:
-        layout = tiled_layout(levels, semantics) or layout
+    layout = (tiled_layout(levels, semantics) if len(levels) > 1 else None) or single()
     return TiledFile(layout, engine, tuple(level.path for level in levels[:len(layout.grids)]))

@@ -102,6 +102,7 @@ class Engine:
                 "arrays_open": len(self._readers)}
 
     def close(self) -> None:
+        self.hierarchy.close()
         self.cache.close()
         self.fetches.close()
         self.files.close()

@@ -9,29 +9,31 @@ dtype, an ENVI header for int8, say).
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable
 from typing import Any
 
 from ..conventions.semantics import Semantics
 from ..model.meta import ArrayMeta
-from .base import Layout
+from .base import LazyLayout, Layout
 from .envi import envi_header
 from .metaimage import metaimage_header, metaimage_volume_headers
 from .npy import npy_layout
 from .nrrd import nrrd_header
 
-LayoutBuilder = Callable[[ArrayMeta, Semantics, str], Layout | None]
+LayoutBuilder = Callable[[ArrayMeta, Semantics, str], Layout | LazyLayout | None]
 
 
 def _raw(meta: ArrayMeta, semantics: Semantics, stem: str) -> Layout:
     return Layout(b"", meta.nbytes)
 
 
-def _npy(meta: ArrayMeta, semantics: Semantics, stem: str) -> Layout | None:
-    if meta.opaque_type:  # numpy would see only anonymous bytes ('|V2'): .raw and .json say it
+def _npy(meta: ArrayMeta, semantics: Semantics, stem: str) -> LazyLayout | None:
+    # An opaque type: numpy would see only anonymous bytes ('|V2'); .raw and .json say what it is.
+    if meta.opaque_type or meta.dtype.hasobject:
         return None
-    return npy_layout(meta.shape, meta.dtype)
+    return LazyLayout(functools.partial(npy_layout, meta.shape, meta.dtype))  # type: ignore[arg-type]
 
 
 def is_map(semantics: Semantics) -> bool:
@@ -58,26 +60,29 @@ def _strips(meta: ArrayMeta, semantics: Semantics, stem: str) -> Layout | None:
     return _strips_layout(meta, semantics) if is_map(semantics) else None
 
 
-def _strips_layout(meta: ArrayMeta, semantics: Semantics) -> Layout | None:
-    from .tiff import tiff_layout
+def _strips_layout(meta: ArrayMeta, semantics: Semantics) -> LazyLayout | None:
+    from .tiff import tiff_plan
 
-    return tiff_layout(meta.shape, meta.dtype, meta.dimension_names, semantics)
-
-
-def _bigtiff(meta: ArrayMeta, semantics: Semantics, stem: str) -> Layout | None:
-    from .tiff import bigtiff_layout
-
-    return bigtiff_layout(meta.shape, meta.dtype, meta.dimension_names, semantics)
+    plan = tiff_plan(meta.shape, meta.dtype, meta.dimension_names, semantics)
+    return None if plan is None else LazyLayout(plan)
 
 
-def _tiled(meta: ArrayMeta, semantics: Semantics, stem: str) -> Layout | None:
+def _bigtiff(meta: ArrayMeta, semantics: Semantics, stem: str) -> LazyLayout | None:
+    from .tiff import bigtiff_plan
+
+    plan = bigtiff_plan(meta.shape, meta.dtype, meta.dimension_names, semantics)
+    return None if plan is None else LazyLayout(plan)
+
+
+def _tiled(meta: ArrayMeta, semantics: Semantics, stem: str) -> LazyLayout | None:
     return None if is_map(semantics) else _tiled_layout(meta, semantics)  # a map's tiled file is its N.tif
 
 
-def _tiled_layout(meta: ArrayMeta, semantics: Semantics) -> Layout | None:
-    from .tiled_tiff import tiled_layout
+def _tiled_layout(meta: ArrayMeta, semantics: Semantics) -> LazyLayout | None:
+    from .tiled_tiff import LazyTiledLayout, tiled_plan
 
-    return tiled_layout([meta], semantics)  # type: ignore[return-value]  # the view binds it to its arrays
+    plan = tiled_plan([meta], semantics)
+    return None if plan is None else LazyTiledLayout(plan)  # the view binds it to the array's levels
 
 
 def json_document(document: dict) -> bytes:
@@ -92,8 +97,8 @@ def array_document(meta: ArrayMeta, semantics: Semantics) -> dict[str, Any]:
     return document
 
 
-def _json(meta: ArrayMeta, semantics: Semantics, stem: str) -> Layout:
-    return Layout(json_document(array_document(meta, semantics)), 0)
+def _json(meta: ArrayMeta, semantics: Semantics, stem: str) -> LazyLayout:
+    return LazyLayout(lambda: Layout(json_document(array_document(meta, semantics)), 0))
 
 
 def _envi(meta: ArrayMeta, semantics: Semantics, stem: str) -> Layout | None:

@@ -135,3 +135,10 @@ class DeferredLayout:
 
     def read_into(self, offset: int, out: np.ndarray, read_region: Callable[[int, int, np.ndarray], Any]) -> int:
         return self.layout.read_into(offset, out, read_region)
+
+
+class LazyLayout(DeferredLayout):
+    """A layout whose existence the metadata decided and whose bytes (a TIFF's IFDs and tags) are built
+    the first time the file is sized or read: a directory of thousands of arrays lists without building
+    thousands of headers, and `find` or `ls`, which do not ask for sizes, never build them. Once built it
+    is the layout it builds, served as that layout is (the C path included)."""

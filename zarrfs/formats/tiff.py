@@ -63,9 +63,11 @@ Classic TIFF offsets are 32-bit. When the stack does not fit:
 
 from __future__ import annotations
 
+import functools
 import io
 import math
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -188,17 +190,29 @@ def tiff_layout(
     than one plane, each under 4 GiB, dtype uint8/bool/uint16/int16/float32);
     `bigtiff_layout` then gives the file for everyone else.
     """
+    plan = tiff_plan(shape, dtype, dimension_names, semantics)
+    return None if plan is None else plan()
+
+
+def tiff_plan(
+    shape: tuple[int, ...],
+    dtype: numpy.dtype,
+    dimension_names: tuple[str | None, ...] | None = None,
+    semantics: Semantics | None = None,
+) -> Callable[[], Layout] | None:
+    """`tiff_layout` decided from metadata alone (cheap): the build of its layout, or None where it gives
+    None. Listing a directory decides; building the IFDs waits until the file is read or sized."""
     stack = _stack(shape, dtype, dimension_names, semantics)
     if stack is None:
         return None
     if stack.fits_classic():
-        return _build(stack, bigtiff=False, imagej_truncated=False)
+        return functools.partial(_build, stack, bigtiff=False, imagej_truncated=False)
     if (
         stack.pages > 1
         and stack.plane_nbytes + stack.first_ifd_nbytes() <= _CLASSIC_LIMIT
         and stack.dtype.char in _IMAGEJ_CHARS
     ):
-        return _build(stack, bigtiff=False, imagej_truncated=True)
+        return functools.partial(_build, stack, bigtiff=False, imagej_truncated=True)
     return None
 
 
@@ -215,10 +229,21 @@ def bigtiff_layout(
     `tiff_layout`; a single plane past 4 GiB is fine here, a width or height
     of 2**32 or more is not). `semantics` as for `tiff_layout`.
     """
+    plan = bigtiff_plan(shape, dtype, dimension_names, semantics)
+    return None if plan is None else plan()
+
+
+def bigtiff_plan(
+    shape: tuple[int, ...],
+    dtype: numpy.dtype,
+    dimension_names: tuple[str | None, ...] | None = None,
+    semantics: Semantics | None = None,
+) -> Callable[[], Layout] | None:
+    """`bigtiff_layout` decided from metadata alone, as `tiff_plan`."""
     stack = _stack(shape, dtype, dimension_names, semantics)
     if stack is None or stack.fits_classic():
         return None
-    return _build(stack, bigtiff=True, imagej_truncated=False)
+    return functools.partial(_build, stack, bigtiff=True, imagej_truncated=False)
 
 
 def _stack(

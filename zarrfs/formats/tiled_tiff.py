@@ -45,6 +45,7 @@ tile regions (`TiledLayout.parts`). No chunk is read to build a layout.
 from __future__ import annotations
 
 import bisect
+import functools
 import itertools
 import math
 from collections.abc import Callable, Sequence
@@ -55,6 +56,7 @@ import numpy
 import tifffile
 
 from zarrfs.conventions.semantics import Axis, Semantics
+from zarrfs.formats.base import LazyLayout
 from zarrfs.formats.tiff import MAX_PAGES, _sample_dtype, _SparseFile, _tags_nbytes
 from zarrfs.formats.tifftags import (
     gdal_metadata,
@@ -137,12 +139,28 @@ class TiledLayout:
         return max(0, end - offset)
 
 
+class LazyTiledLayout(LazyLayout):
+    """The tiled TIFF of one array, still to be built: the view builds it bound to the array's levels
+    (view_tiles.py), so it keeps the plan of the array alone, for when there are no coarser levels."""
+
+    def __init__(self, plan: Callable[[], TiledLayout]) -> None:
+        super().__init__(plan)  # type: ignore[arg-type]  # a TiledLayout stands where a Layout stands
+        self.plan = plan
+
+
 def tiled_layout(levels: Sequence[ArrayMeta], semantics: Semantics | None = None) -> TiledLayout | None:
     """The tiled TIFF of `levels[0]`, with `levels[1:]` (coarser, same leading dimensions) as overviews.
 
     None when TIFF cannot hold the array (fewer than 2 dimensions, an empty
     dimension, a dtype TIFF has no sample type for, too many pages or tiles).
     """
+    plan = tiled_plan(levels, semantics)
+    return None if plan is None else plan()
+
+
+def tiled_plan(levels: Sequence[ArrayMeta], semantics: Semantics | None = None) -> Callable[[], TiledLayout] | None:
+    """`tiled_layout` decided from metadata alone (cheap): the build of its layout, or None where it gives
+    None. Listing a directory decides; building the IFDs waits until the file is read or sized."""
     meta = levels[0]
     sample = _sample_dtype(meta.dtype)
     if sample is None or meta.ndim < 2 or 0 in meta.shape or max(meta.shape[-2:]) >= 2**32:
@@ -171,7 +189,7 @@ def tiled_layout(levels: Sequence[ArrayMeta], semantics: Semantics | None = None
     overhead = sum(g.pages * (_IFD_BOUND + _SAMPLE_TAGS * g.samples + _tags_nbytes(extratags))
                    + 16 * g.planes * g.tiles_per_plane for g in grids)
     bigtiff = sum(g.nbytes for g in grids) + overhead > _CLASSIC_LIMIT
-    return _build(grids, sample, bigtiff, extratags, resolution)
+    return functools.partial(_build, grids, sample, bigtiff, extratags, resolution)
 
 
 def _grid(meta: ArrayMeta, sample: numpy.dtype, bands: bool) -> TileGrid | None:

@@ -36,6 +36,8 @@ F = TypeVar("F", bound=Callable[..., Any])
 # What `stat` reports as the preferred I/O size: tools like cp and cat size
 # their buffers from it, and 1 MiB is the largest read FUSE hands us anyway.
 BLOCK_SIZE = 1 << 20
+# What readdir tells of each name (libfuse passes st_mode on as the entry's d_type).
+_DIRECTORY, _FILE = {"st_mode": stat.S_IFDIR}, {"st_mode": stat.S_IFREG}
 _QUIET_ERRNOS = {errno.ENOENT, errno.EROFS}  # normal answers, not worth a log line
 # Distinct failures remembered for logging each once; a bound keeps memory flat
 # on a store that fails everywhere (later ones then log every time).
@@ -133,11 +135,15 @@ class ZarrOperations(mfusepy.Operations):
         return self._attributes(self.tree.lookup(path))
 
     @_errno_boundary
-    def readdir(self, path: str, fh: Any) -> list[str]:
+    def readdir(self, path: str, fh: Any) -> list[tuple[str, dict[str, int], int]]:
+        """The names, each with its type: `find`, `ls` and file managers then know the directories without
+        a `stat` of every file (whose size can mean building its layout)."""
         entry = self.tree.lookup(path)
         if not isinstance(entry, DirEntry):
             raise mfusepy.FuseOSError(errno.ENOTDIR)
-        return [".", "..", *self.tree.listdir(entry)]
+        return [(".", _DIRECTORY, 0), ("..", _DIRECTORY, 0),
+                *((name, _DIRECTORY if isinstance(child, DirEntry) else _FILE, 0)
+                  for name, child in self.tree.listdir(entry).items())]
 
     @_errno_boundary
     def access(self, path: str, amode: int) -> int:

@@ -6,13 +6,15 @@ read from metadata keys only, never from chunks. Consolidated metadata, when
 present, answers both without further requests: a whole hierarchy then costs
 the one or two GETs of detection (`zarr.json`; `.zmetadata` for v2).
 
-Without consolidated metadata, children are found by listing the store. A
-store that cannot list (an HTTP server without index pages) shows the root
-node only (`documents.listed_dirs`). The 2022 v3 drafts are in `drafts.py`.
+Without consolidated metadata, children are found by listing the store;
+`Hierarchy` adds the children that metadata names (`named.py`), which is all
+a store that cannot list (an HTTP server without index pages) shows
+(`documents.Listings`). The 2022 v3 drafts are in `drafts.py`.
 """
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol
 
 from ..errors import MetadataError
@@ -20,7 +22,7 @@ from ..model.meta import ArrayMeta, GroupMeta, join_key, require_object
 from ..model.v2 import parse_v1_array, parse_v2_array
 from ..model.v3 import check_must_understand, parse_v3_array
 from ..stores.store import Store
-from .documents import get_json, listed_dirs, parse_attributes
+from .documents import Listings, get_document, get_json, parse_attributes, parse_document
 
 Node = ArrayMeta | GroupMeta
 
@@ -37,29 +39,45 @@ class Dialect(Protocol):
 
 
 class V2Dialect:
+    """A v2 node is up to three documents: `.zarray` or `.zgroup`, and `.zattrs`. On a remote store
+    all three are asked for at once (one round trip, not three in a row)."""
+
     zarr_format = "2"
+    _KEYS = (".zarray", ".zgroup", ".zattrs")
 
     def __init__(self, store: Store, consolidated: dict[str, Any] | None) -> None:
         self.store = store
         self.consolidated = consolidated
+        self.listings = Listings(store)
+        self._side_by_side = ThreadPoolExecutor(store.options.max_concurrency, "zarrfs-documents") \
+            if store.remote and consolidated is None else None
 
-    def _doc(self, key: str) -> Any | None:
+    def _documents(self, path: str) -> dict[str, Any]:
+        """.zarray, .zgroup and .zattrs of `path` by name, parsed (None: absent); {} when `path` is no node."""
+        keys = [join_key(path, name) for name in self._KEYS]
         if self.consolidated is not None:
             # Consolidated metadata holds every metadata key of the hierarchy:
             # an absent .zattrs is absent, not a reason for a request.
-            return self.consolidated.get(key)
-        return get_json(self.store, key)
+            return {name: self.consolidated.get(key) for name, key in zip(self._KEYS, keys)}
+        if self._side_by_side is None:
+            raw = {name: get_document(self.store, key) for name, key in zip(self._KEYS[:2], keys)}
+            if raw[".zarray"] is not None or raw[".zgroup"] is not None:
+                raw[".zattrs"] = get_document(self.store, keys[2])
+        else:
+            raw = dict(zip(self._KEYS, self._side_by_side.map(lambda key: get_document(self.store, key), keys)))
+        if raw[".zarray"] is None and raw[".zgroup"] is None:
+            return {}  # no node here (its .zattrs, if any, is nobody's)
+        return {name: parse_document(self.store, key, raw.get(name)) for name, key in zip(self._KEYS, keys)}
 
     def node(self, path: str) -> Node | None:
         where = f"{self.store.display_name}: /{path}"
-        zarray = self._doc(join_key(path, ".zarray"))
-        if zarray is not None:
-            attrs = parse_attributes(self._doc(join_key(path, ".zattrs")), where)
-            return parse_v2_array(zarray, path, path, attrs, where)
-        zgroup = self._doc(join_key(path, ".zgroup"))
-        if zgroup is not None:
-            require_object(zgroup, where)
-            return GroupMeta(path, "2", parse_attributes(self._doc(join_key(path, ".zattrs")), where))
+        documents = self._documents(path)
+        if documents.get(".zarray") is not None:
+            attrs = parse_attributes(documents[".zattrs"], where)
+            return parse_v2_array(documents[".zarray"], path, path, attrs, where)
+        if documents.get(".zgroup") is not None:
+            require_object(documents[".zgroup"], where)
+            return GroupMeta(path, "2", parse_attributes(documents[".zattrs"], where))
         return None
 
     def child_names(self, path: str) -> list[str]:
@@ -71,7 +89,7 @@ class V2Dialect:
                 if rest and rest.count("/") == 1 and rest.endswith(("/.zarray", "/.zgroup")):
                     names.add(rest.split("/")[0])
             return sorted(names)
-        return sorted(d for d in listed_dirs(self.store, path) if not d.startswith("."))
+        return sorted(d for d in self.listings.dirs(path) if not d.startswith("."))
 
 
 class V1Dialect:
@@ -106,6 +124,7 @@ class V3Dialect:
         self.store = store
         self.root_doc = root_doc  # read by detection: no second GET for the root
         self.consolidated = self._consolidated(root_doc)
+        self.listings = Listings(store)
 
     @staticmethod
     def _consolidated(root_doc: dict[str, Any]) -> dict[str, Any] | None:
@@ -143,5 +162,5 @@ class V3Dialect:
             names = {k[len(prefix):] for k in self.consolidated
                      if k and k.startswith(prefix) and "/" not in k[len(prefix):]}
         else:
-            names = set(listed_dirs(self.store, path))
+            names = set(self.listings.dirs(path))
         return sorted(n for n in names if not n.startswith("__"))  # '__' names are reserved in v3

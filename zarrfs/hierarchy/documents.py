@@ -19,10 +19,20 @@ from ..stores.store import Store
 log = logging.getLogger(__name__)
 
 
-def get_json(store: Store, key: str) -> Any | None:
-    # At most the size limit + 1 bytes: a document over the limit is refused without being held whole.
-    raw = store.get_range(key, 0, max_document_bytes() + 1)
+def get_document(store: Store, key: str) -> bytes | None:
+    """The bytes of metadata document `key`, None when absent.
+
+    At most the size limit + 1 bytes: a document over the limit is refused
+    (by `parse_json`) without being held whole."""
+    return store.get_range(key, 0, max_document_bytes() + 1)
+
+
+def parse_document(store: Store, key: str, raw: bytes | None) -> Any | None:
     return None if raw is None else parse_json(raw, f"{store.display_name}: {key}")
+
+
+def get_json(store: Store, key: str) -> Any | None:
+    return parse_document(store, key, get_document(store, key))
 
 
 def parse_attributes(doc: Any, where: str) -> dict[str, Any]:
@@ -33,28 +43,34 @@ def parse_attributes(doc: Any, where: str) -> dict[str, Any]:
     return doc
 
 
-_unlistable_reported: set[str] = set()
-_report_lock = threading.Lock()
-
-
-def _first_time(store_name: str) -> bool:
-    with _report_lock:
-        first = store_name not in _unlistable_reported
-        _unlistable_reported.add(store_name)
-    return first
-
-
-def listed_dirs(store: Store, path: str) -> list[str]:
-    """Sub-directories of group `path`; a listing with nothing in it is reported once.
+class Listings:
+    """A store's directory listings as the dialects read them.
 
     A group always holds its own metadata file, so an empty listing means the
-    store cannot list (or hides it): its children cannot be discovered.
+    store cannot list (or hides it). That is learnt once per store: no
+    further listing is asked for, and it is reported once. Its hierarchy is
+    then walked through what metadata names (`named.py`).
     """
-    dirs, files = store.listdir(path)
-    if not dirs and not files and _first_time(store.display_name):
-        log.warning(
-            "%s: /%s cannot be listed (e.g. an HTTP server without directory index pages) and the store has "
-            "no consolidated metadata, so groups and arrays below the root cannot be discovered and are not "
-            "shown; the root node itself is served. Consolidate the metadata (zarr.consolidate_metadata) or "
-            "serve directory listings to see the whole hierarchy.", store.display_name, path)
-    return dirs
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self._lock = threading.Lock()
+        self.unlistable = False
+
+    def dirs(self, path: str) -> list[str]:
+        """Sub-directories of group `path` ([] on a store that cannot list)."""
+        if self.unlistable:
+            return []
+        dirs, files = self.store.listdir(path)
+        if dirs or files:
+            return dirs
+        with self._lock:
+            first, self.unlistable = not self.unlistable, True
+        if first:
+            log.warning(
+                "%s: /%s cannot be listed (e.g. an HTTP server without directory index pages) and the store has "
+                "no consolidated metadata: groups and arrays are found through what their metadata names "
+                "(OME-Zarr multiscales, labels, plates and wells, bioformats2raw series, GeoZarr multiscales); "
+                "a node that no metadata names is not shown. Consolidate the metadata (zarr.consolidate_metadata) "
+                "or serve directory listings to see such nodes.", self.store.display_name, path)
+        return []
