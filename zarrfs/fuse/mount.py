@@ -2,9 +2,10 @@
 
 Background mode runs the daemon as a fresh `zarrfs mount --foreground`
 process (no fork of a process that may already have threads: fsspec starts
-an event-loop thread on first use). The child reports over a pipe: `READY`
-once the mount point lists, or `ERROR <message>` before giving up; the
-parent returns only then.
+an event-loop thread on first use). The child reports over a pipe:
+`MOUNTED <major:minor>` once the kernel mount exists, then `READY` once the
+root lists, or `ERROR <message>` before giving up; the parent returns only
+then, and clears what a daemon that failed or died left behind.
 """
 
 from __future__ import annotations
