@@ -3,6 +3,7 @@
 import atexit
 import os
 import shutil
+import sys
 import tempfile
 
 from setuptools import Extension, setup
@@ -25,11 +26,18 @@ HEADERS = ["zarrfs/_extension.h"]
 
 
 def extension(name: str, source: str) -> Extension:
-    return Extension(name, [source], depends=HEADERS, extra_compile_args=C_FLAGS, extra_link_args=LINK_FLAGS)
+    # optional: an extension that does not compile (no compiler, or a platform without preadv2 or
+    # pthreads as they are used here) is left out with a warning, and zarrfs takes its Python path
+    # (zarrfs/extensions.py). The wheels this project builds are checked to hold all four.
+    return Extension(name, [source], depends=HEADERS, extra_compile_args=C_FLAGS, extra_link_args=LINK_FLAGS,
+                     optional=True)
 
 
-setup(ext_modules=[extension("zarrfs.engine._gather", "zarrfs/engine/_gather.c"),
-                   extension("zarrfs.engine._cached_reads", "zarrfs/engine/_cached_reads.c"),
-                   extension("zarrfs.fuse._fast_read", "zarrfs/fuse/_fast_read.c"),
-                   extension("zarrfs.fuse._threadstate", "zarrfs/fuse/_threadstate.c")],
-      options=options)
+# None are built off Linux (they call preadv2 and replace libfuse 3's read callback as laid out there),
+# nor with ZARRFS_NO_EXTENSIONS=1 (not "" or "0"): a pure-Python install (docs/running.md).
+SKIP_EXTENSIONS = not sys.platform.startswith("linux") or os.environ.get("ZARRFS_NO_EXTENSIONS", "") not in ("", "0")
+EXTENSIONS = [extension("zarrfs.engine._gather", "zarrfs/engine/_gather.c"),
+              extension("zarrfs.engine._cached_reads", "zarrfs/engine/_cached_reads.c"),
+              extension("zarrfs.fuse._fast_read", "zarrfs/fuse/_fast_read.c"),
+              extension("zarrfs.fuse._threadstate", "zarrfs/fuse/_threadstate.c")]
+setup(ext_modules=[] if SKIP_EXTENSIONS else EXTENSIONS, options=options)

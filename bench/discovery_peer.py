@@ -57,7 +57,7 @@ async def walk(url: str) -> int:
         images = await asyncio.gather(*(_open(url, s) for s in series))
         counts = await asyncio.gather(*(_image(url, s, g) for s, g in zip(series, images)))
         return 2 + sum(counts)
-    members = await root.members()  # consolidated metadata, or a listing
+    members = [member async for member in root.members()]  # consolidated metadata, or a listing
     return 1 + len(members)
 
 

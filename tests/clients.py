@@ -142,6 +142,41 @@ def gdal_read(path: str, page: int | None = None) -> np.ndarray:
         return _read_envi(raw, raw.with_suffix(".hdr"))
 
 
+# QGIS's Python API is Debian's python3-qgis, for Debian's python3 (not this venv's).
+QGIS_PYTHON = "/usr/bin/python3"
+_QGIS_LAYER = """
+import json, os, sys
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+from qgis.core import QgsApplication, QgsRasterLayer
+app = QgsApplication([], False)
+app.initQgis()
+layer = QgsRasterLayer(sys.argv[1], "map", "gdal")
+provider = layer.dataProvider()
+extent = layer.extent()
+print(json.dumps({"valid": layer.isValid(), "size": [layer.width(), layer.height()], "crs": layer.crs().authid(),
+                  "extent": [extent.xMinimum(), extent.yMinimum(), extent.xMaximum(), extent.yMaximum()],
+                  "has_pyramids": provider.hasPyramids(),
+                  "pyramids": [[p.getXDim(), p.getYDim(), p.getExists()] for p in provider.buildPyramidList()]}))
+del provider, layer  # a layer alive at exitQgis crashes QGIS 3.22's teardown
+app.exitQgis()
+"""
+
+
+def qgis_available() -> bool:
+    """True if Debian's python3 imports QGIS (python3-qgis)."""
+    return subprocess.run([QGIS_PYTHON, "-c", "import qgis.core"], capture_output=True, check=False).returncode == 0
+
+
+def qgis_layer(path: str) -> dict:
+    """What QGIS (headless) makes of a raster: validity, size, CRS, extent and its pyramid list.
+
+    The pyramid list is QGIS's own: the power-of-two levels it would build,
+    `exists` where the file has an overview of (about) that size.
+    """
+    output = _run_tool([QGIS_PYTHON, "-c", _QGIS_LAYER, path])
+    return json.loads(output.strip().splitlines()[-1])
+
+
 def _run_imagej(macro: str, argument: str) -> str:
     """Run ``macro`` in a fresh ImageJ with ``argument`` as getArgument(); return its output."""
     with tempfile.TemporaryDirectory(prefix="zarrfs-imagej-") as tmp:

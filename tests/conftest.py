@@ -12,6 +12,10 @@ Markers (registered in pyproject.toml; `--strict-markers` refuses others):
 * `soak`: the long soak run (tests/test_soak.py);
 * `root`: the test needs root (another user, setgid/chown, settings only root gets); CI runs as root.
 
+With ZARRFS_NO_EXTENSIONS set zarrfs runs without its compiled extensions (zarrfs/extensions.py): the
+modules that test the C path itself (`C_PATH_TESTS`) are not collected, and the rest test the Python
+path (scripts/test.sh runs the fast subset so).
+
 The fast subset needs nothing but this venv and mounts nothing:
 `pytest -m "not mount and not clients and not soak"`; it draws a third of each hypothesis property's
 examples (tests/budget.py). A plain `pytest` runs everything, with the full counts.
@@ -47,10 +51,15 @@ from typing import Any
 import pytest
 
 import budget
+from zarrfs import extensions
 from zarrfs.engine.engine import Engine
 from zarrfs.options import EngineOptions
 
 TESTS = Path(__file__).resolve().parent
+# The modules of the C path's own tests (docs/testing.md): without the extensions there is nothing for them to test.
+C_PATH_TESTS = ["test_c_safety.py", "test_c_hypothesis.py", "test_c_stress.py", "test_cached_reads.py",
+                "test_streams_in_c.py", "test_loads_for_c.py", "test_fuse_threadstate.py"]
+collect_ignore = [] if extensions.wanted() else C_PATH_TESTS
 OUR_BIN = os.path.dirname(os.path.abspath(sys.executable))
 INTERPRETER = os.path.realpath(sys.executable)
 CLIENT_MODULES = {"clients", "readers", "zp3x"}

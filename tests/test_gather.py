@@ -1,9 +1,15 @@
-"""zarrfs.engine._gather: strided copies and preadv2 into strided blocks, checked against numpy."""
+"""zarrfs.engine.gather: strided copies and preadv2 into strided blocks, checked against numpy.
+
+Both implementations are held to the same checks: the compiled `_gather` and
+the Python path that takes its place without the extensions (a run with
+ZARRFS_NO_EXTENSIONS set, of the Python path, checks that one alone).
+"""
 
 from __future__ import annotations
 
 import errno
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -12,7 +18,18 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from budget import examples
-from zarrfs.engine._gather import copy_into, preadv_into
+from zarrfs import extensions
+from zarrfs.engine import gather
+
+IMPLEMENTATIONS = ["compiled", "python"] if extensions.wanted() else ["python"]
+
+
+def functions(implementation: str) -> tuple[Callable[..., None], Callable[..., int]]:
+    """(copy_into, preadv_into) of `implementation`."""
+    if implementation == "compiled":
+        from zarrfs.engine import _gather
+        return _gather.copy_into, _gather.preadv_into
+    return gather.python_copy_into, gather.python_preadv_into
 
 DTYPES = ["u1", "<u2", ">i4", "<f8", "M8[s]", "S3", "c16"]
 
@@ -37,10 +54,12 @@ def _filled(shape: tuple[int, ...], dtype: np.dtype, seed: int) -> np.ndarray:
     return raw.view(dtype).reshape(shape)
 
 
+@pytest.mark.parametrize("implementation", IMPLEMENTATIONS)
 @settings(max_examples=examples(300), deadline=None)
 @given(strided_views(), st.integers(0, 2**32 - 1), st.booleans())
-def test_copy_into_equals_numpy_assignment(case: tuple[np.ndarray, tuple[slice, ...]], seed: int,
-                                           transposed_source: bool) -> None:
+def test_copy_into_equals_numpy_assignment(implementation: str, case: tuple[np.ndarray, tuple[slice, ...]],
+                                           seed: int, transposed_source: bool) -> None:
+    copy_into = functions(implementation)[0]
     base, index = case
     destination = base[(*index, ...)]  # a view even when 0-d (base[()] is a scalar)
     wanted_shape = destination.shape
@@ -51,10 +70,12 @@ def test_copy_into_equals_numpy_assignment(case: tuple[np.ndarray, tuple[slice, 
     assert base.tobytes() == expected.tobytes()  # the block written, nothing around it
 
 
+@pytest.mark.parametrize("implementation", IMPLEMENTATIONS)
 @settings(max_examples=examples(200), deadline=None)
 @given(strided_views(), st.integers(0, 64))
-def test_preadv_into_equals_file_bytes(tmp_path_factory: pytest.TempPathFactory,
+def test_preadv_into_equals_file_bytes(implementation: str, tmp_path_factory: pytest.TempPathFactory,
                                        case: tuple[np.ndarray, tuple[slice, ...]], offset: int) -> None:
+    preadv_into = functions(implementation)[1]
     base, index = case
     destination = base[(*index, ...)]  # a view even when 0-d (base[()] is a scalar)
     content = np.random.default_rng(offset).integers(0, 256, destination.nbytes + offset + 7, dtype=np.uint8)
@@ -78,7 +99,10 @@ def chunk_file(tmp_path: Path) -> tuple[Path, bytes]:
     return path, data
 
 
-def test_preadv_into_batches_more_runs_than_one_call_takes(chunk_file: tuple[Path, bytes]) -> None:
+@pytest.mark.parametrize("implementation", IMPLEMENTATIONS)
+def test_preadv_into_batches_more_runs_than_one_call_takes(implementation: str,
+                                                           chunk_file: tuple[Path, bytes]) -> None:
+    preadv_into = functions(implementation)[1]
     path, data = chunk_file
     out = np.zeros((3000, 4), np.uint8)
     destination = out[:, :2]  # 3,000 runs of 2 bytes: more than IOV_MAX (1024) buffers
@@ -91,7 +115,9 @@ def test_preadv_into_batches_more_runs_than_one_call_takes(chunk_file: tuple[Pat
     assert not out[:, 2:].any()
 
 
-def test_preadv_into_reports_a_short_file(chunk_file: tuple[Path, bytes]) -> None:
+@pytest.mark.parametrize("implementation", IMPLEMENTATIONS)
+def test_preadv_into_reports_a_short_file(implementation: str, chunk_file: tuple[Path, bytes]) -> None:
+    preadv_into = functions(implementation)[1]
     path, data = chunk_file
     out = np.zeros((4, 100), np.uint8)
     fd = os.open(path, os.O_RDONLY)
@@ -102,7 +128,9 @@ def test_preadv_into_reports_a_short_file(chunk_file: tuple[Path, bytes]) -> Non
     assert out[:, ::2].tobytes()[:30] == data[-30:]
 
 
-def test_preadv_into_raises_oserror_for_a_bad_descriptor(tmp_path: Path) -> None:
+@pytest.mark.parametrize("implementation", IMPLEMENTATIONS)
+def test_preadv_into_raises_oserror_for_a_bad_descriptor(implementation: str, tmp_path: Path) -> None:
+    preadv_into = functions(implementation)[1]
     fd = os.open(tmp_path, os.O_RDONLY)  # a directory: read(2) says EISDIR
     try:
         with pytest.raises(OSError) as raised:
@@ -115,8 +143,11 @@ def test_preadv_into_raises_oserror_for_a_bad_descriptor(tmp_path: Path) -> None
     assert raised.value.errno == errno.EBADF
 
 
-def test_preadv_into_with_nowait_never_waits_for_the_disk(chunk_file: tuple[Path, bytes]) -> None:
+@pytest.mark.parametrize("implementation", IMPLEMENTATIONS)
+def test_preadv_into_with_nowait_never_waits_for_the_disk(implementation: str,
+                                                          chunk_file: tuple[Path, bytes]) -> None:
     """Evicted pages: EAGAIN (BlockingIOError) or a short read, never a wait; cached pages: the bytes."""
+    preadv_into = functions(implementation)[1]
     path, data = chunk_file
     fd = os.open(path, os.O_RDONLY)
     try:
@@ -138,14 +169,18 @@ def test_preadv_into_with_nowait_never_waits_for_the_disk(chunk_file: tuple[Path
     assert out.tobytes() == data
 
 
-def test_copy_into_refuses_blocks_that_differ() -> None:
+@pytest.mark.parametrize("implementation", IMPLEMENTATIONS)
+def test_copy_into_refuses_blocks_that_differ(implementation: str) -> None:
+    copy_into = functions(implementation)[0]
     with pytest.raises(ValueError, match="shape or element size"):
         copy_into(np.zeros((2, 3), "u2"), np.zeros((3, 2), "u2"))
     with pytest.raises(ValueError, match="shape or element size"):
         copy_into(np.zeros(4, "u2"), np.zeros(4, "u4"))
 
 
-def test_read_only_destinations_are_refused(chunk_file: tuple[Path, bytes]) -> None:
+@pytest.mark.parametrize("implementation", IMPLEMENTATIONS)
+def test_read_only_destinations_are_refused(implementation: str, chunk_file: tuple[Path, bytes]) -> None:
+    copy_into, preadv_into = functions(implementation)
     frozen = np.zeros(8, np.uint8)
     frozen.flags.writeable = False
     with pytest.raises((BufferError, ValueError)):
@@ -159,7 +194,9 @@ def test_read_only_destinations_are_refused(chunk_file: tuple[Path, bytes]) -> N
     assert not frozen.any()
 
 
-def test_copy_into_a_long_block_releases_the_gil_and_copies_it() -> None:
+@pytest.mark.parametrize("implementation", IMPLEMENTATIONS)
+def test_copy_into_a_long_block_releases_the_gil_and_copies_it(implementation: str) -> None:
+    copy_into = functions(implementation)[0]
     source = np.arange(3 << 20, dtype=np.uint32).reshape(-1, 1024)  # 12 MiB: past the 8 MiB hold limit
     destination = np.zeros((source.shape[0], 2048), np.uint32)[:, ::2]
     copy_into(destination, source)

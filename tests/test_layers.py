@@ -22,15 +22,17 @@ import zarrfs
 
 PACKAGE = Path(zarrfs.__file__).parent
 
-# Modules at the package root, by layer. `vocabulary`: errors, options and
-# versions, which import nothing of zarrfs but each other: any layer may use them.
+# Modules at the package root, by layer. `vocabulary`: errors, options, versions
+# and extensions, which import nothing of zarrfs but each other: any layer may use them.
 ROOT_MODULES = {
     "errors": "vocabulary",
     "options": "vocabulary",
     "versions": "vocabulary",
+    "extensions": "vocabulary",
     "memory": "memory",  # the daemon's allocator and heap trimmer: the process, not a read
     "view": "view",
     "view_ome": "view",
+    "view_netcdf": "view",
     "view_tiles": "view",
     "treeview": "view",
     "cli": "top",

@@ -350,6 +350,9 @@ def test_plate_wells_naming_nothing_are_said_once(tmp_path: Path) -> None:
             np.testing.assert_array_equal(np.load(mount / row / column / field / "s0.npy"),
                                           sample(PLATE_SHAPE, PLATE_FIELDS.index((row, column, field))))
         assert sorted(n for n in os.listdir(mount / "B") if not n.startswith(".")) == ["3"]
+        # The plate's file is built, and its wells resolved, when it is first sized: then they are said.
+        assert (mount / "screen.ome.tif").stat().st_size > 0
+        assert (mount / "screen.ome.tif").stat().st_size > 0
         lines = [line for line in mount.log_lines() if "WARNING" in line]
     assert sorted(sum(bool(re.search(pattern, line)) for line in lines) for pattern in said) == [1, 1], lines
     assert len(lines) == 2, lines

@@ -40,6 +40,9 @@ class _VersionAction(argparse.Action):
         super().__init__(option_strings, dest, nargs=0, help=help)
 
     def __call__(self, parser: argparse.ArgumentParser, *_: object) -> None:
+        # The modules that load the compiled extensions (or record why not), for the line saying so.
+        from .engine import gather, served  # noqa: F401
+        from .fuse import compiled  # noqa: F401
         from .versions import version_text
 
         print(version_text())

@@ -7,9 +7,12 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from .conventions.layout import group_layout
-from .conventions.semantics import Quantity, Semantics
+from .conventions.semantics import Axis, Quantity, Semantics
+from .formats.netcdf import NC_SUFFIX, netcdf_plan
 from .hierarchy import Hierarchy
 from .model.meta import ArrayMeta, GroupMeta
+from .view import source_name
+from .view_netcdf import dataset_arrays
 
 # The meaning of an array (`SemanticsIndex.of`); without one, none is shown.
 SemanticsOf = Callable[[ArrayMeta], Semantics]
@@ -61,17 +64,10 @@ def _number(value: float) -> str:
 def semantics_lines(semantics: Semantics) -> Iterator[str]:
     """What the conventions said, one short line per kind of meaning (nothing for plain arrays)."""
     if semantics.axes is not None:
-        parts = []
-        for axis in semantics.axes:
-            text = f"{axis.name or '?'}:{axis.kind}"
-            if axis.scale is not None:
-                text += f" {_number(axis.scale)}{' ' + axis.unit if axis.unit else ''}/px"
-            elif axis.unit:
-                text += f" [{axis.unit}]"
-            if axis.origin:
-                text += f" @{_number(axis.origin)}"
-            parts.append(text)
-        yield "axes " + ", ".join(parts)
+        yield "axes " + _axes_text(semantics.axes)
+    if semantics.placement is not None:
+        placed = semantics.placement
+        yield f"in scene {placed.scene} system {placed.system!r}: {_axes_text(placed.axes)}"
     if semantics.channels:
         yield "channels " + ", ".join(f"{c.label or '?'}{' #' + c.color if c.color else ''}"
                                       for c in semantics.channels)
@@ -87,8 +83,29 @@ def semantics_lines(semantics: Semantics) -> Iterator[str]:
         yield "bands " + ", ".join(semantics.band_names)
     if semantics.label_of is not None:
         yield f"labels of image {semantics.label_of}"
+    for unused in semantics.unused:
+        yield f"not used: {unused}"
+    if semantics.overviews:
+        yield "overviews " + ", ".join("/" + path for path in semantics.overviews)
     if semantics.sources:
         yield "from " + "; ".join(semantics.sources)
+
+
+def _axes_text(axes: tuple[Axis, ...]) -> str:
+    """'z:space 0.5 micrometer/px @2, y:space ...': each axis's kind, step, origin, anatomical orientation."""
+    parts = []
+    for axis in axes:
+        text = f"{axis.name or '?'}:{axis.kind}"
+        if axis.scale is not None:
+            text += f" {_number(axis.scale)}{' ' + axis.unit if axis.unit else ''}/px"
+        elif axis.unit:
+            text += f" [{axis.unit}]"
+        if axis.origin:
+            text += f" @{_number(axis.origin)}"
+        if axis.orientation:
+            text += f" {axis.orientation}"
+        parts.append(text)
+    return ", ".join(parts)
 
 
 def _quantity_text(quantity: Quantity) -> str:
@@ -117,10 +134,23 @@ def tree_lines(hierarchy: Hierarchy, semantics_of: SemanticsOf | None = None) ->
 
 
 def _layout_lines(hierarchy: Hierarchy, group: GroupMeta, indent: str) -> Iterator[str]:
-    """The OME-Zarr layout of a group (image, plate, well, labels), one line each."""
+    """The OME-Zarr layout of a group (image, plate, well, labels), one line each; its NetCDF file."""
     layout = group_layout(hierarchy, group)
     for line in layout.split("; ") if layout else ():
         yield f"{indent}{line}"
+    yield from (f"{indent}{line}" for line in netcdf_lines(hierarchy, group))
+
+
+def netcdf_lines(hierarchy: Hierarchy, group: GroupMeta) -> list[str]:
+    """A dataset group's NetCDF file: how many variables, and each array it leaves out, with why."""
+    arrays = dataset_arrays(hierarchy, group)
+    if arrays is None:
+        return []
+    plan = netcdf_plan(group, arrays)
+    name = (group.path.rpartition("/")[2] or source_name(hierarchy.store.display_name)) + NC_SUFFIX
+    lines = [f"NetCDF dataset: {name}: {len(plan.layout.variables)} variables"]
+    lines += [f"{name}: /{path} left out: {reason}" for path, reason in plan.left_out]
+    return lines
 
 
 def _meaning_lines(meta: ArrayMeta, semantics_of: SemanticsOf | None, indent: str) -> Iterator[str]:
@@ -155,6 +185,9 @@ def _node_json(node: ArrayMeta | GroupMeta, semantics_of: SemanticsOf | None, hi
     layout = group_layout(hierarchy, node) if isinstance(node, GroupMeta) else None
     if layout:
         doc["ome_layout"] = layout.split("; ")
+    netcdf = netcdf_lines(hierarchy, node) if isinstance(node, GroupMeta) else []
+    if netcdf:
+        doc["netcdf"] = netcdf
     if isinstance(node, ArrayMeta) and semantics_of is not None:
         semantics = semantics_of(node)
         if not semantics.empty:

@@ -7,6 +7,8 @@ import ctypes.util
 import platform
 from importlib import metadata
 
+from . import extensions
+
 # The packages whose behaviour a bug report depends on, in the order shown.
 RUNTIME_PACKAGES = ("numpy", "numcodecs", "fsspec", "tifffile", "mfusepy")
 
@@ -34,5 +36,6 @@ def version_text() -> str:
     lines = [f"zarrfs {package_version('zarrfs')}",
              f"Python {platform.python_version()}",
              *(f"{name} {package_version(name)}" for name in RUNTIME_PACKAGES),
-             f"libfuse {libfuse_version()}"]
+             f"libfuse {libfuse_version()}",
+             extensions.summary()]
     return "\n".join(lines)

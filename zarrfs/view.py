@@ -33,11 +33,12 @@ from .engine.engine import Engine
 from .engine.open_file import OpenFile
 from .errors import IsDirectoryError, NotFoundError
 from .options import EngineOptions
-from .formats import FORMATS, OME_TIFF_SUFFIX, VOLUME_FORMATS, json_document
+from .formats import FORMATS, GROUP_SUFFIXES, NC_SUFFIX, OME_TIFF_SUFFIX, VOLUME_FORMATS, json_document
 from .formats.base import DeferredLayout, LazyLayout, Layout
 from .formats.tiled_tiff import LazyTiledLayout
 from .formats.vlen import VLEN_SUFFIXES, vlen_document, vlen_npy_layout
 from .model.meta import ArrayMeta, GroupMeta
+from .view_netcdf import NetcdfFile, OpenNetcdf, netcdf_files
 from .view_ome import ome_tiff_files
 from .view_tiles import TiledFile, tiled_file
 
@@ -55,7 +56,7 @@ class DirEntry:
 
 @dataclass(frozen=True)
 class FileEntry:
-    layout: Layout | DeferredLayout | TiledFile  # deferred: variable-length arrays (formats/vlen.py)
+    layout: Layout | DeferredLayout | TiledFile | NetcdfFile  # deferred: variable-length arrays (formats/vlen.py)
     array_path: str | None = None  # None for files made of metadata alone
     suffix: str = ""
 
@@ -77,7 +78,7 @@ class Handle:
     at open, its size known only now) and tiled TIFFs (see `open`).
     """
 
-    layout: Layout | DeferredLayout | TiledFile
+    layout: Layout | DeferredLayout | TiledFile | OpenNetcdf
     file: OpenFile | None  # the engine's open file of the array; None for files made of metadata alone
     direct_io: bool = False
 
@@ -121,7 +122,7 @@ def source_name(source: str) -> str:
 @dataclass
 class VirtualTree:
     engine: Engine
-    suffixes: tuple[str, ...] = (*FORMATS, OME_TIFF_SUFFIX)
+    suffixes: tuple[str, ...] = (*FORMATS, *GROUP_SUFFIXES)
     root_name: str = "array"
     # More sections of the stats file, by name, from the layers above (the daemon's memory, its read times).
     stats_extras: dict[str, Callable[[], Any]] = field(default_factory=dict)
@@ -197,6 +198,10 @@ class VirtualTree:
             # tiles at random places: no C-order reader, and no kernel readahead past a tile, which
             # would decode chunks nobody asked for.
             return Handle(layout, None, direct_io=True)
+        if isinstance(layout, NetcdfFile):
+            # Variables of several arrays, each with its own read stream; page-cached like any
+            # file (scipy maps it into memory, which direct_io forbids).
+            return Handle(layout.opened(), None)
         if entry.array_path is None:
             return Handle(layout, None)
         # The C path answers reads of a plain layout, whose element region is the array's C-order bytes.
@@ -243,9 +248,24 @@ class VirtualTree:
                     log.warning("/%s: the image's %s clashes with a sibling; not shown", group_path, name)
                     continue
                 entries[name] = FileEntry(served, None, OME_TIFF_SUFFIX)
+        if NC_SUFFIX in self.suffixes and isinstance(group, GroupMeta):
+            self._add_netcdf_files(entries, group)
         if GROUP_FILE not in entries:
             entries[GROUP_FILE] = FileEntry(Layout(json_document(group.describe()), 0))
         return entries
+
+    def _add_netcdf_files(self, entries: dict[str, Entry], group: GroupMeta) -> None:
+        directory_name = group.path.rpartition("/")[2] or self.root_name
+        try:
+            files = netcdf_files(self.engine, group, directory_name)
+        except Exception:  # a file that cannot be built must not hide the directory
+            log.exception("group /%s: cannot build its NetCDF file", group.path)
+            return
+        for name, served in files.items():
+            if name in entries:
+                log.warning("/%s: the dataset's %s clashes with a sibling; not shown", group.path, name)
+                continue
+            entries[name] = FileEntry(served, None, NC_SUFFIX)
 
     def semantics(self, meta: ArrayMeta) -> Semantics:
         """What the array's conventions say (`Semantics()` when nothing was recognised)."""

@@ -2,8 +2,9 @@
 
 - An image group's directory has `NAME.ome.tif`, the image's pyramid. NAME
   is the multiscale's `name` when it can stand as a file name, else the
-  directory's own name (the group's, or the store's for a root image); a
-  group with several multiscales adds `-1`, `-2`... after the first.
+  directory's own name (the group's, or the store's for a root image), less
+  a trailing `.ome` (`X.ome.zarr` gets `X.ome.tif`); a group with several
+  multiscales adds `-1`, `-2`... after the first.
 - A plate group's directory has `NAME.ome.tif` too (the plate's `name`, else
   the directory's): every field of every well as one image of the file, each
   with its pyramid, and the Plate/Well/WellSample elements that place them,
@@ -50,15 +51,20 @@ def ome_tiff_files(engine: Engine, group: GroupMeta, directory_name: str,
     files: dict[str, DeferredLayout] = {}
     for number, image in enumerate(images_of_group(group)):
         stem = safe_file_stem(image.name) or directory_name
-        name = f"{stem}{f'-{number}' if number else ''}{OME_TIFF_SUFFIX}"
+        name = f"{_without_ome(stem)}{f'-{number}' if number else ''}{OME_TIFF_SUFFIX}"
         files[name] = _deferred(name, group, functools.partial(_image_file, engine, image, name, semantics_of))
     block = plate_block(group.attributes, "plate")
     if block is not None:
         plate_name = block.get("name") if isinstance(block.get("name"), str) else None
-        name = f"{safe_file_stem(plate_name) or directory_name}{OME_TIFF_SUFFIX}"
+        name = f"{_without_ome(safe_file_stem(plate_name) or directory_name)}{OME_TIFF_SUFFIX}"
         if name not in files:
             files[name] = _deferred(name, group, functools.partial(_plate_file, engine, group, name, semantics_of))
     return files
+
+
+def _without_ome(stem: str) -> str:
+    """'X.ome' -> 'X': a store named `X.ome.zarr` gets `X.ome.tif`, not `X.ome.ome.tif`."""
+    return stem[:-len(".ome")] if stem.lower().endswith(".ome") and len(stem) > len(".ome") else stem
 
 
 def _deferred(name: str, group: GroupMeta, build: Callable[[], TiledFile | None]) -> DeferredLayout:

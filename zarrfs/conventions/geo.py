@@ -35,7 +35,7 @@ SPACING_TOLERANCE = 1e-3
 
 
 @dataclass(frozen=True)
-class _Crs:
+class Crs:
     wkt: str | None
     epsg: int | None
     source: str
@@ -51,22 +51,23 @@ def georeference(meta: ArrayMeta, siblings: Mapping[str, ArrayMeta], group_attri
     crs, transform_text = _crs(meta.attributes, siblings, group_attributes)
     if crs is None or meta.ndim < 2:
         return None, ()
-    transform, how = _transform(meta, meta.attributes, group_attributes, transform_text, siblings, read_array)
+    transform, how, point = _transform(meta, meta.attributes, group_attributes, transform_text, siblings,
+                                       read_array)
     if transform is None:
         return None, (crs.source,)
-    return GeoReference(transform, crs.wkt, crs.epsg), (crs.source, how)
+    return GeoReference(transform, crs.wkt, crs.epsg, point), (crs.source, how)
 
 
 # ------------------------------------------------------------------------ CRS
 
 
 def _crs(attrs: Mapping[str, Any], siblings: Mapping[str, ArrayMeta],
-         group_attributes: Mapping[str, Any]) -> tuple[_Crs | None, Any]:
+         group_attributes: Mapping[str, Any]) -> tuple[Crs | None, Any]:
     """The CRS every convention present agrees on, and a CF `GeoTransform` text if one came with it."""
-    found: list[_Crs] = []
+    found: list[Crs] = []
     transform_text = None
     for where, scope in (("array", attrs), ("group", group_attributes)):
-        geozarr = _geozarr_crs(scope, where)
+        geozarr = geozarr_crs(scope, where)
         if geozarr:
             found.append(geozarr)
             break  # the array's own GeoZarr attributes override its group's
@@ -80,7 +81,7 @@ def _crs(attrs: Mapping[str, Any], siblings: Mapping[str, ArrayMeta],
         if wkt is not None:
             if not isinstance(wkt, str):
                 raise ConventionError(f"grid mapping {name!r}: crs_wkt must be text")
-            found.append(_Crs(wkt, epsg_from_wkt(wkt), f"CF grid_mapping {name!r}"))
+            found.append(Crs(wkt, epsg_from_wkt(wkt), f"CF grid_mapping {name!r}"))
         transform_text = mapping_attrs.get("GeoTransform")
     if "_CRS" in attrs:
         found.append(_gdal_crs(attrs["_CRS"]))
@@ -92,10 +93,11 @@ def _crs(attrs: Mapping[str, Any], siblings: Mapping[str, ArrayMeta],
         return None, transform_text
     wkt = next((c.wkt for c in found if c.wkt), None)
     epsg = next(iter(codes), None)
-    return _Crs(wkt, epsg, " + ".join(c.source for c in found)), transform_text
+    return Crs(wkt, epsg, " + ".join(c.source for c in found)), transform_text
 
 
-def _geozarr_crs(scope: Mapping[str, Any], where: str) -> _Crs | None:
+def geozarr_crs(scope: Mapping[str, Any], where: str) -> Crs | None:
+    """The CRS of a scope's `proj:code`, `proj:wkt2`, `proj:projjson`; None when it has none of them."""
     code, wkt, projjson = scope.get("proj:code"), scope.get("proj:wkt2"), scope.get("proj:projjson")
     if code is None and wkt is None and projjson is None:
         return None
@@ -104,10 +106,10 @@ def _geozarr_crs(scope: Mapping[str, Any], where: str) -> _Crs | None:
     epsg = epsg_from_code(code) or (epsg_from_wkt(wkt) if wkt else None) or epsg_from_projjson(projjson)
     if code is not None and epsg_from_code(code) is None and not isinstance(code, str):
         raise ConventionError(f"{where} proj:code {code!r} is not text like 'EPSG:32633'")
-    return _Crs(wkt, epsg, f"GeoZarr proj: ({where})")
+    return Crs(wkt, epsg, f"GeoZarr proj: ({where})")
 
 
-def _gdal_crs(value: Any) -> _Crs:
+def _gdal_crs(value: Any) -> Crs:
     """GDAL reads `url`, then `wkt`, then `projjson`; so do we."""
     if not isinstance(value, dict):
         raise ConventionError(f"_CRS must be an object, got {type(value).__name__}")
@@ -118,7 +120,7 @@ def _gdal_crs(value: Any) -> _Crs:
         or epsg_from_projjson(value.get("projjson"))
     if wkt is None and epsg is None:
         raise ConventionError("_CRS has no url, wkt or projjson this reader understands")
-    return _Crs(wkt, epsg, "GDAL _CRS")
+    return Crs(wkt, epsg, "GDAL _CRS")
 
 
 # ------------------------------------------------------------- geotransform
@@ -126,13 +128,15 @@ def _gdal_crs(value: Any) -> _Crs:
 
 def _transform(meta: ArrayMeta, attrs: Mapping[str, Any], group_attributes: Mapping[str, Any],
                transform_text: Any, siblings: Mapping[str, ArrayMeta],
-               read_array: ReadArray) -> tuple[GeoTransform | None, str]:
-    """An explicit transform (GeoZarr, then CF `GeoTransform`) wins over coordinate arrays."""
+               read_array: ReadArray) -> tuple[GeoTransform | None, str, bool]:
+    """An explicit transform (GeoZarr, then CF `GeoTransform`) wins over coordinate arrays; and whether
+    the values are samples at the cells' centres (a node-registered GeoZarr grid)."""
     for where, scope in (("array", attrs), ("group", group_attributes)):
         if "spatial:transform" in scope:
-            a, b, c, d, e, f = _six(scope["spatial:transform"], f"{where} spatial:transform")
-            return _invertible((c, a, b, f, d, e), "spatial:transform"), \
-                f"GeoZarr spatial:transform ({where})"  # affine order -> GDAL order
+            _spatial_axes_are_the_last_two(scope, meta.dimension_names, where)
+            node = registration(scope, where) == "node"
+            gt = corner_transform(scope["spatial:transform"], node, f"{where} spatial:transform")
+            return gt, f"GeoZarr spatial:transform ({where}{', node registration' if node else ''})", node
     if transform_text is not None:
         if not isinstance(transform_text, str):
             raise ConventionError("GeoTransform must be text of six numbers")
@@ -140,8 +144,48 @@ def _transform(meta: ArrayMeta, attrs: Mapping[str, Any], group_attributes: Mapp
             numbers = [float(v) for v in transform_text.split()]
         except ValueError:
             raise ConventionError(f"GeoTransform {transform_text[:80]!r} is not six numbers") from None
-        return _invertible(_six(numbers, "GeoTransform"), "GeoTransform"), "CF GeoTransform"
-    return _from_coordinates(meta, siblings, read_array)
+        return _invertible(_six(numbers, "GeoTransform"), "GeoTransform"), "CF GeoTransform", False
+    return (*_from_coordinates(meta, siblings, read_array), False)
+
+
+def _spatial_axes_are_the_last_two(scope: Mapping[str, Any], names: tuple[str | None, ...] | None,
+                                   where: str) -> None:
+    """The transform is applied to the array's last two axes as (row, column): a `spatial:transform` of
+    another type, or whose `spatial:dimensions` name other axes (x before y, a 3-D z, y, x), is not that."""
+    kind = scope.get("spatial:transform_type", "affine")
+    if kind != "affine":
+        raise ConventionError(f"{where} spatial:transform_type {kind!r} is not 'affine', the one zarrfs applies")
+    dimensions = scope.get("spatial:dimensions")
+    if dimensions is None:
+        return
+    if not (isinstance(dimensions, list) and len(dimensions) == 2 and all(isinstance(d, str) for d in dimensions)):
+        raise ConventionError(f"{where} spatial:dimensions {dimensions!r} are not two names [y, x] (zarrfs "
+                              "georeferences two spatial axes)")
+    last_two = list(names[-2:]) if names is not None and len(names) >= 2 else None
+    if last_two is not None and None not in last_two and last_two != dimensions:
+        raise ConventionError(f"{where} spatial:dimensions {dimensions} are not the array's last two dimensions "
+                              f"{last_two}")
+
+
+def registration(scope: Mapping[str, Any], where: str) -> str:
+    """`spatial:registration` of the scope holding a `spatial:transform`: "pixel" (the default) or "node"."""
+    value = scope.get("spatial:registration", "pixel")
+    if value not in ("pixel", "node"):
+        raise ConventionError(f"{where} spatial:registration {value!r} is neither 'pixel' nor 'node'")
+    return value
+
+
+def corner_transform(value: Any, node: bool, where: str) -> GeoTransform:
+    """A `spatial:transform` ([a, b, c, d, e, f], rasterio's order) as GDAL's geotransform of the outer corner.
+
+    A node-registered grid's transform maps index (0, 0) to the centre of the
+    first cell (GeoTIFF's PixelIsPoint): its corner lies half a cell back
+    along both axes.
+    """
+    a, b, c, d, e, f = _six(value, where)
+    if node:
+        c, f = c - (a + b) / 2, f - (d + e) / 2
+    return _invertible((c, a, b, f, d, e), where)
 
 
 def _six(value: Any, where: str) -> GeoTransform:

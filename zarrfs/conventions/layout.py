@@ -13,10 +13,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..model.meta import GroupMeta
+from .geo_layout import geo_layout
 from .image import OmeImage, groups_above, images_of_group, level_arrays, level_problems
 from .labels import labelled_image
 from .ome import normalised_dataset_path
 from .plate import plate_block, plate_of_group
+from .scene import scene_layout
 
 if TYPE_CHECKING:
     from ..hierarchy import Hierarchy
@@ -67,7 +69,8 @@ def field_of_image(hierarchy: Hierarchy, image: OmeImage) -> PlateField | None:
 
 
 def group_layout(hierarchy: Hierarchy, group: GroupMeta) -> str | None:
-    """What OME-Zarr layout a group is (image, plate, well, labels), '; '-separated, for `zarrfs tree`; None if none.
+    """What layout a group is (OME-Zarr image, plate, well, labels; GeoZarr multiscales), '; '-separated, for
+    `zarrfs tree`; None if none.
 
     A plate counts the wells and fields that resolve to images; `conventions.plate`
     logs the ones that do not.
@@ -90,8 +93,15 @@ def group_layout(hierarchy: Hierarchy, group: GroupMeta) -> str | None:
     entries = field_entries(group)
     if entries is not None:
         parts.append(f"OME-Zarr well: {len(entries)} fields")
+    parts += scene_layout(group)
     ome = group.attributes.get("ome")
     labels = ome.get("labels") if isinstance(ome, dict) and "labels" in ome else group.attributes.get("labels")
     if isinstance(labels, list):
         parts.append(f"OME-Zarr labels: {', '.join(str(n) for n in labels)}")
+    geo = geo_layout(group.attributes, group.path)
+    if geo is not None:
+        count = len(geo.levels)
+        parts.append(f"GeoZarr multiscales layout: {count} level{'' if count == 1 else 's'} "
+                     f"({', '.join(level.asset or '.' for level in geo.levels)})")
+        parts += [f"problem: {p}" for p in geo.problems]
     return "; ".join(parts) or None

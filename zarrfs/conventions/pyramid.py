@@ -1,7 +1,9 @@
-"""The coarser levels of the OME-Zarr multiscale image an array is a level of.
+"""The coarser levels of the OME-Zarr multiscale image, or the GeoZarr multiscales layout, an array is a level of.
 
 A level's overviews are the datasets listed after it in the same
-`multiscales` entry, in order, resolved relative to the image group (`conventions.image`). Only
+`multiscales` entry, in order, resolved relative to the image group (`conventions.image`);
+a map's in a GeoZarr layout are the coarser levels `conventions.geo_pyramid` found
+(`Semantics.overviews`), largest first. Only
 levels that can be overviews of it in a TIFF are kept: arrays of the same
 dtype and leading dimensions (so a 3-D level's reduced page has the same
 bands) whose planes shrink strictly, level after level (GDAL takes a
@@ -16,19 +18,22 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from ..model.meta import ArrayMeta
+from .geo_pyramid import node_at
 from .image import image_of_array, level_arrays
+from .semantics import Semantics
 
 if TYPE_CHECKING:
     from ..hierarchy import Hierarchy
 
 
-def coarser_levels(hierarchy: Hierarchy, meta: ArrayMeta) -> tuple[ArrayMeta, ...]:
-    """The arrays of the levels after `meta` in its multiscale image (empty when it is in none)."""
+def coarser_levels(hierarchy: Hierarchy, meta: ArrayMeta, semantics: Semantics) -> tuple[ArrayMeta, ...]:
+    """The arrays of the levels after `meta` in its multiscale image or GeoZarr layout (empty when in none)."""
     found = image_of_array(hierarchy, meta.path)
-    if found is None:
-        return ()
-    image, level = found
-    return overview_levels(meta, level_arrays(hierarchy, image)[level + 1:])
+    if found is not None:
+        image, level = found
+        return overview_levels(meta, level_arrays(hierarchy, image)[level + 1:])
+    return overview_levels(meta, [level if isinstance(level := node_at(hierarchy, path), ArrayMeta) else None
+                                  for path in semantics.overviews])
 
 
 def overview_levels(meta: ArrayMeta, coarser: Sequence[ArrayMeta | None]) -> tuple[ArrayMeta, ...]:

@@ -3,13 +3,16 @@
 Conventions are independent: a broken OME block does not cost an array its
 georeference, nor the other way round. Whatever was ignored is reported in
 ONE warning per array (per metadata generation), and the array is served
-exactly as without conventions.
+exactly as without conventions. What was ignored, and what a convention says
+that the files cannot (`Semantics.unused`), is also in `zarrfs tree` and
+`N.json`, not only in the log.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
@@ -19,14 +22,16 @@ from .axes import named_axes
 from .bands import band_names
 from .cf import quantity
 from .geo import ReadArray, georeference, nodata
+from .geo_pyramid import GeoPyramid, geo_pyramid, layout_georeference
 from .image import OmeImage, image_of_array, level_arrays, level_problems
 from .labels import labelled_image
 from .layout import PlateField, field_of_image
 from .ome import label_colors, level_axes, ome_block, omero_channels
-from .semantics import Axis, Channel, ConventionError, LabelColor, Semantics
+from .scene import SceneLink, placement, scene_of_image
+from .semantics import Axis, Channel, ConventionError, GeoReference, LabelColor, Placement, Semantics
 
 if TYPE_CHECKING:
-    from ..hierarchy import Hierarchy
+    from ..hierarchy import Child, Hierarchy
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +47,8 @@ class SemanticsIndex:
         self.hierarchy = hierarchy
         self.read_array = read_array
         self._known: dict[str, tuple[ArrayMeta, Semantics]] = {}
+        # A group's arrays by name, with the listing they were made from (a refresh makes a new one).
+        self._arrays: dict[str, tuple[list[Child], dict[str, ArrayMeta]]] = {}
         # Images whose problems were reported (with the first of their arrays to be resolved).
         self._reported: set[tuple[str, int]] = set()
         self._lock = threading.Lock()
@@ -65,8 +72,7 @@ class SemanticsIndex:
                 parent = self.hierarchy.node(parent_path)
                 if isinstance(parent, GroupMeta):
                     group_attributes = parent.attributes
-                    siblings = {c.name: c.node for c in self.hierarchy.children(parent_path)
-                                if isinstance(c.node, ArrayMeta)}
+                    siblings = self._arrays_of(parent_path)
             except ZarrfsError as exc:  # e.g. its group's metadata became unreadable: serve the bytes anyway
                 log.warning("%s: array /%s: its group could not be read for conventions (%s); served without "
                             "them", self.hierarchy.store.display_name, meta.path, exc)
@@ -80,16 +86,39 @@ class SemanticsIndex:
         problems: list[str] = []
         field = None
         label_of = None
+        scene = None
         if image is not None:
             try:
                 field = field_of_image(self.hierarchy, image[0])
+                scene = scene_of_image(self.hierarchy, image[0])
                 label_of, label_problems = labelled_image(self.hierarchy, image[0]) if image[0].is_label \
                     else (None, ())
                 problems = self._first_report(image[0], label_problems)
             except ZarrfsError as exc:
                 problems = [f"its image's levels or plate could not be read ({exc})"]
+
+        def pyramid(geo: GeoReference | None) -> GeoPyramid | None:
+            return geo_pyramid(self.hierarchy, meta, geo)
+
+        def from_layout() -> tuple[GeoReference, tuple[str, ...]] | None:
+            return layout_georeference(self.hierarchy, meta)
+
         return semantics_of(meta, name, group_attributes, siblings, self.read_array,
-                            self.hierarchy.store.display_name, image, tuple(problems), field, label_of)
+                            self.hierarchy.store.display_name, image, tuple(problems), field, label_of, scene,
+                            pyramid, from_layout)
+
+    def _arrays_of(self, group_path: str) -> dict[str, ArrayMeta]:
+        """The arrays of a group by name, made once per listing of the group (not once per array: a
+        group of 10,000 arrays would make it 10,000 times)."""
+        children = self.hierarchy.children(group_path)
+        with self._lock:
+            made = self._arrays.get(group_path)
+        if made is not None and made[0] is children:
+            return made[1]
+        arrays = {c.name: c.node for c in children if isinstance(c.node, ArrayMeta)}
+        with self._lock:
+            self._arrays[group_path] = (children, arrays)
+        return arrays
 
     def _first_report(self, image: OmeImage, label_problems: tuple[str, ...]) -> list[str]:
         """What is wrong with the image's levels (and a label image's `source`), the first time one of its
@@ -109,18 +138,27 @@ class SemanticsIndex:
 def semantics_of(meta: ArrayMeta, name: str, group_attributes: dict[str, Any], siblings: dict[str, ArrayMeta],
                  read_array: ReadArray, store_name: str = "",
                  image: tuple[OmeImage, int] | None = None, problems: tuple[str, ...] = (),
-                 field: PlateField | None = None, label_of: str | None = None) -> Semantics:
+                 field: PlateField | None = None, label_of: str | None = None,
+                 scene: SceneLink | None = None,
+                 pyramid: Callable[[GeoReference | None], GeoPyramid | None] | None = None,
+                 from_layout: Callable[[], tuple[GeoReference, tuple[str, ...]] | None] | None = None) -> Semantics:
     """The meaning of array `meta` (called `name` in a group with `group_attributes` and array `siblings`).
 
     `image` is the OME-Zarr image listing the array as a level, and which
     level (`conventions.image.image_of_array`): it may be any group above
     the array, not only its parent. `problems` (its image's levels or plate
     that name nothing) join the array's one warning; `field` is where the
-    image sits in a plate; `label_of` the image a label image belongs to.
+    image sits in a plate; `label_of` the image a label image belongs to;
+    `scene` the OME-Zarr scene transformation that places the image;
+    `pyramid` finds the overviews of a map in a GeoZarr multiscales layout,
+    `from_layout` the georeference its layout entry states when the array's
+    own conventions state none.
     """
     ignored: list[str] = list(problems)
+    unused: list[str] = []
     colors: tuple[LabelColor, ...] = ()
     sources: list[str] = []
+    placed: Placement | None = None
     axes: tuple[Axis, ...] | None = None
     channels: tuple[Channel, ...] = ()
     block = _ome_level(image, group_attributes, name)
@@ -129,8 +167,13 @@ def semantics_of(meta: ArrayMeta, name: str, group_attributes: dict[str, Any], s
         try:
             found = level_axes(ome, dataset_path, meta.ndim, version, index)
             if found is not None:
-                axes = _checked_against_names(found[0], meta.dimension_names)
-                sources.append(found[1] + (" (label image)" if "image-label" in ome else ""))
+                axes = _checked_against_names(found.axes, meta.dimension_names)
+                sources.append(found.source + (" (label image)" if "image-label" in ome else ""))
+                unused += found.unused
+                if scene is not None and image is not None:
+                    placed, why_not = placement(scene, axes, found.system, image[0].multiscale)
+                    unused += [why_not] if why_not else []
+                    sources += [f"OME-Zarr scene {placed.scene}"] if placed else []
         except ConventionError as exc:
             ignored.append(f"OME-Zarr multiscales ({exc})")
         if axes is not None:
@@ -154,11 +197,22 @@ def semantics_of(meta: ArrayMeta, name: str, group_attributes: dict[str, Any], s
     geo = None
     try:
         geo, how = georeference(meta, siblings, group_attributes, read_array)
+        stated = from_layout() if geo is None and from_layout is not None and image is None else None
+        if stated is not None:
+            geo, how = stated
         sources += how
     except ConventionError as exc:
         ignored.append(f"georeferencing ({exc})")
     except (ZarrfsError, OSError) as exc:  # a coordinate array that cannot be read (missing chunk, bad codec)
         ignored.append(f"georeferencing (a coordinate array could not be read: {exc})")
+    overviews: tuple[str, ...] = ()
+    levels = pyramid(geo) if pyramid is not None and image is None else None
+    if levels is not None:
+        overviews = levels.overviews
+        ignored += levels.notes
+        if levels.level:
+            sources.append(f"GeoZarr multiscales /{levels.layout_path} level {levels.level}"
+                           f" ({len(overviews)} overview{'' if len(overviews) == 1 else 's'})")
     missing = None
     try:
         missing, source = nodata(meta)
@@ -183,7 +237,7 @@ def semantics_of(meta: ArrayMeta, name: str, group_attributes: dict[str, Any], s
         log.warning("%s: array /%s: ignored %s; the array is served without it", store_name, meta.path,
                     "; ".join(ignored))
     return Semantics(axes, channels, geo, missing, tuple(sources), values, label_colors=colors, label_of=label_of,
-                     band_names=names)
+                     band_names=names, placement=placed, unused=tuple(unused + ignored), overviews=overviews)
 
 
 def _ome_level(image: tuple[OmeImage, int] | None, group_attributes: dict[str, Any],

@@ -27,7 +27,10 @@ class Axis:
     kind: str = "other"  # one of AXIS_KINDS
     unit: str | None = None  # as the metadata spells it (UDUNITS-2 for OME: "micrometer", "second")
     scale: float | None = None  # physical units per index step
-    origin: float | None = None  # physical coordinate of index 0
+    # Physical coordinate of index 0: the centre of the first pixel (OME-Zarr 0.6 says so; NRRD, MetaImage and
+    # ITK put their origin there too).
+    origin: float | None = None
+    orientation: str | None = None  # RFC-4 anatomical orientation: "left-to-right" (values increase to the right)
 
 
 @dataclass(frozen=True)
@@ -53,12 +56,15 @@ class GeoReference:
 
     `geotransform` is GDAL's order: x = gt[0] + col*gt[1] + row*gt[2],
     y = gt[3] + col*gt[4] + row*gt[5], for the outer corner of pixel (0, 0)
-    (pixel-is-area).
+    (pixel-is-area). `point`: the values are samples at the cells' centres
+    (GeoZarr `spatial:registration: node`, GeoTIFF PixelIsPoint); the
+    geotransform is still the corner's.
     """
 
     geotransform: tuple[float, float, float, float, float, float]
     crs_wkt: str | None = None
     epsg: int | None = None
+    point: bool = False
 
 
 @dataclass(frozen=True)
@@ -80,6 +86,15 @@ class Quantity:
 
 
 @dataclass(frozen=True)
+class Placement:
+    """Where an image sits in an OME-Zarr 0.6 scene: its axes as the scene's coordinate system measures them."""
+
+    scene: str  # "/path" of the scene group
+    system: str  # the scene's coordinate system ("world")
+    axes: tuple[Axis, ...]  # per array dimension: the scene's axis, its step, the coordinate of index 0
+
+
+@dataclass(frozen=True)
 class Semantics:
     axes: tuple[Axis, ...] | None = None  # one per array dimension when known
     channels: tuple[Channel, ...] = ()
@@ -91,12 +106,18 @@ class Semantics:
     label_colors: tuple[LabelColor, ...] = ()  # a label image's colour per label value
     label_of: str | None = None  # "/path" of the image a label image belongs to (`conventions.labels`)
     band_names: tuple[str, ...] = ()  # one per index of a (band, y, x) raster's leading axis (`conventions.bands`)
+    placement: Placement | None = None  # the image's place in an OME-Zarr scene (`conventions.scene`)
+    # What a known convention says that the files cannot (a rotation, another coordinate system), each with why:
+    # shown by `zarrfs tree` and in `N.json`, not only logged.
+    unused: tuple[str, ...] = ()
+    # Paths of the arrays that are the map's overviews in a GeoZarr multiscales layout (`conventions.geo_pyramid`).
+    overviews: tuple[str, ...] = ()
 
     @property
     def empty(self) -> bool:
         return (self.axes is None and not self.channels and self.geo is None and self.nodata is None
                 and self.quantity is None and not self.label_colors and self.label_of is None
-                and not self.band_names)
+                and not self.band_names and self.placement is None and not self.unused and not self.overviews)
 
     def describe(self) -> dict[str, Any]:
         """JSON-able form: the `semantics` member of the `.json` file and of `zarrfs tree --json`."""
@@ -109,5 +130,8 @@ class Semantics:
             "label_colors": [asdict(color) for color in self.label_colors],
             "label_of": self.label_of,
             "band_names": list(self.band_names),
+            "placement": asdict(self.placement) if self.placement is not None else None,
+            "unused": list(self.unused),
+            "overviews": ["/" + path for path in self.overviews],
             "sources": list(self.sources),
         }

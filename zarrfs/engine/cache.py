@@ -201,7 +201,7 @@ class ChunkCache:
             self._lru.touch(keys)
 
     def stats(self) -> CacheStats:
-        served_hits = self.served.table.counters()["chunk_hits"]
+        served_hits = self.served.counters()["chunk_hits"]
         with self._lock:
             self._stats.cached_entries = len(self._lru)
             self._stats.spare_bytes = self._lru.pool.nbytes

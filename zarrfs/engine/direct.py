@@ -26,12 +26,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._gather import preadv_into
+from .gather import preadv_into
 
 # Open descriptors kept for reuse, across all arrays: a sequential read visits
 # each chunk file once per 1 MiB request, and opening it each time costs more
 # than the read. Far below the usual limit of 1024 open files.
 MAX_OPEN_FILES = 128
+# preadv2's "page cache only" flag (Linux 4.14+); 0 where the platform has none: reads may then wait.
+NOWAIT = getattr(os, "RWF_NOWAIT", 0)
 
 
 @dataclass
@@ -54,7 +56,7 @@ class ChunkFiles:
         self.max_open = max_open
         self._lock = threading.Lock()
         self._files: OrderedDict[tuple[int, str], _OpenFile] = OrderedDict()  # by (owner, path)
-        self._nowait = True  # whether the file system honours RWF_NOWAIT (cleared at its first refusal)
+        self._nowait = bool(NOWAIT)  # whether the file system honours RWF_NOWAIT (cleared at its first refusal)
         self.reads = 0
         self.bytes_read = 0
 
@@ -73,7 +75,7 @@ class ChunkFiles:
         """
         if cached_only and not self._nowait:
             return None
-        flags = os.RWF_NOWAIT if cached_only else 0
+        flags = NOWAIT if cached_only else 0
         key = (owner, path)
         try:
             handle = self._acquire(key)

@@ -80,12 +80,12 @@ class Engine:
 
     def fast_read_entry(self) -> Any:
         """The C function answering reads of attached open files from cached chunks, as a capsule
-        (fuse/_fast_read.c calls it before Python)."""
-        return self.cache.served.table.serve_capsule()
+        (fuse/_fast_read.c calls it before Python); None without the compiled C side."""
+        return self.cache.served.serve_capsule()
 
     def fast_read_counters(self) -> dict[str, Any]:
         """How many reads the C function answered, and its latency histogram."""
-        return self.cache.served.table.counters()
+        return self.cache.served.counters()
 
     def read_array(self, meta: ArrayMeta) -> np.ndarray:
         """The whole array, through the cache (for small arrays: coordinates read by the conventions)."""

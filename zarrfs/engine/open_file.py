@@ -56,7 +56,7 @@ class OpenFile:
         if self.c_layout is None:
             return False
         try:
-            self.reader.cache.served.table.open_file(handle, *self.c_layout)
+            self.reader.cache.served.open_file(handle, self.c_layout)
         except (ValueError, OverflowError) as exc:  # more axes or larger ones than C takes
             log.debug("array /%s: reads take the Python path (%s)", self.reader.meta.path, exc)
             return False
@@ -66,7 +66,7 @@ class OpenFile:
     def close(self) -> None:
         handle, self.stream.c_handle = self.stream.c_handle, None
         if handle is not None:
-            self.reader.cache.served.table.close_file(handle)
+            self.reader.cache.served.close_file(handle)
 
     def _c_layout(self, region: tuple[int, int] | None) -> tuple[int, int, int, int, tuple[int, ...],
                                                                   tuple[int, ...]] | None:

@@ -18,7 +18,7 @@ import numpy as np
 
 from ..errors import StoreTimeoutError
 from ..model.meta import ArrayMeta
-from ._gather import copy_into
+from .gather import copy_into
 from .cache import ChunkCache, new_token
 from .chunks import ChunkSource
 from .direct import ChunkFiles
@@ -66,9 +66,9 @@ class ArrayReader:
         edges = tuple(axis.uniform_edge() for axis in self.grid.axes)
         # Reads of a regular grid, when the file reading them is open in the FUSE front, are
         # answered in C from cached chunks or chunk files read raw first (served.py,
-        # `served_layout`); not for an empty array.
-        self._served_grid = (self.grid.shape, edges) if self.grid.shape and all(self.grid.shape) \
-            and all(edge is not None for edge in edges) else None
+        # `served_layout`); not for an empty array, nor without the C side.
+        self._served_grid = (self.grid.shape, edges) if cache.served.in_c and self.grid.shape \
+            and all(self.grid.shape) and all(edge is not None for edge in edges) else None
         if self._served_grid is not None:
             cache.served.register_array(self._key_prefix, self._token,
                                         tuple(axis.count for axis in self.grid.axes), self.meta.dtype)
@@ -101,7 +101,7 @@ class ArrayReader:
                 granted = stream.c_until
                 sequential = self._track(stream, start, stop)
                 if stream.c_handle is not None and (granted or stream.c_until):
-                    self.cache.served.table.allow_stream(stream.c_handle, stream.c_until)
+                    self.cache.served.allow_stream(stream.c_handle, stream.c_until)
             if sequential:
                 window_bytes = self.readahead.window_bytes
                 if size < window_bytes:  # a window pays for small reads
@@ -127,7 +127,7 @@ class ArrayReader:
             if all(self.cache.served.holds(key, value) for key, value in values.items()):
                 return until
         self._fill_bytes(start, stop, out)
-        self.cache.served.table.allow_stream(stream.c_handle, until)
+        self.cache.served.allow_stream(stream.c_handle, until)
         return None
 
     def fill_region(self, start: int, stop: int, out: np.ndarray) -> None:

@@ -8,6 +8,10 @@ bytes all lie in those chunks with no GIL; everything else takes the Python
 path. Both paths give the same bytes: a chunk is only handed to C
 when its elements are laid out as the reader would copy them (the array's
 dtype, byte order included, and contiguous rows).
+
+Without the compiled `_cached_reads` (zarrfs/extensions.py) there is no C
+side: `in_c` is False, no array is registered, and every read takes the
+Python path.
 """
 
 from __future__ import annotations
@@ -19,7 +23,16 @@ from typing import Any
 
 import numpy as np
 
-from ._cached_reads import CachedReads
+from .. import extensions
+
+CachedReads: Any = None
+if extensions.wanted():
+    try:
+        from ._cached_reads import CachedReads
+    except ImportError as error:
+        extensions.unavailable("zarrfs.engine._cached_reads", error)
+else:
+    extensions.unavailable("zarrfs.engine._cached_reads")
 
 # A read within max(4 x its size, this) of where the file's last read ended continues a
 # sequential stream (`continues_stream`).
@@ -40,14 +53,21 @@ def continues_stream(last_end: int, start: int, stop: int) -> bool:
 def stream_reach(size: int) -> int:
     """How far from the last read's end a read of `size` bytes may start and still continue it."""
     return max(4 * size, SEQUENTIAL_REACH)
+
 # Chunk files the C side keeps open at most (each a descriptor), the least recently registered
 # closed first: a sequential stream reads one band of chunk files at a time.
 MAX_RAW_FILES = 64
 
 
+# What `counters` reports when there is no C side: no read answered there.
+NO_COUNTERS: dict[str, Any] = {"reads": 0, "reads_in_streams": 0, "reads_after_loading": 0, "chunk_hits": 0,
+                               "chunks": 0, "latency_buckets": []}
+
+
 class ServedChunks:
     def __init__(self) -> None:
-        self.table = CachedReads(SEQUENTIAL_REACH)
+        self.table = CachedReads(SEQUENTIAL_REACH) if CachedReads is not None else None
+        self.in_c = self.table is not None  # whether any read is answered in C
         # By cache key prefix: (array token, chunks per axis, dtype) of arrays C may serve.
         self._arrays: dict[Hashable, tuple[int, tuple[int, ...], np.dtype]] = {}
         self._raw_files: OrderedDict[tuple[int, int], None] = OrderedDict()  # (token, index) given to C
@@ -55,7 +75,9 @@ class ServedChunks:
 
     def register_array(self, prefix: Hashable, token: int, chunk_counts: tuple[int, ...], dtype: np.dtype) -> None:
         """Chunks cached under keys `(prefix, coords)` belong to array `token`, a regular grid of
-        `chunk_counts` chunks of `dtype` elements."""
+        `chunk_counts` chunks of `dtype` elements. Without the C side nothing is registered."""
+        if self.table is None:
+            return
         self.table.register_array(token)
         self._arrays[prefix] = (token, chunk_counts, dtype)
 
@@ -65,7 +87,8 @@ class ServedChunks:
         before this ran (`cached`, `open_raw_file` in another thread) is refused by C then.
         Safe from a finalizer: no lock of the cache is taken."""
         self._arrays.pop(prefix, None)
-        self.table.remove_array(token)
+        if self.table is not None:
+            self.table.remove_array(token)
         # Its chunk files' places stay in `_raw_files` (taking the lock here could deadlock the
         # thread holding it, if the collector runs this finalizer there) and leave it as the
         # oldest: tokens are never reused, so they name nothing C holds.
@@ -118,9 +141,29 @@ class ServedChunks:
         return place is not None and self.table.take_touched(place[0], place[1])
 
     def clear(self) -> None:
-        self.table.clear_chunks()
+        if self.table is not None:
+            self.table.clear_chunks()
         with self._raw_lock:
             self._raw_files.clear()
+
+    def open_file(self, handle: int, layout: tuple[Any, ...]) -> None:
+        """C answers reads of open file `handle` (`CachedReads.open_file`'s `layout`) where it can."""
+        self.table.open_file(handle, *layout)
+
+    def close_file(self, handle: int) -> None:
+        self.table.close_file(handle)
+
+    def allow_stream(self, handle: int, until: int) -> None:
+        """C may answer the reads of open file `handle`'s stream up to byte `until` of its region."""
+        self.table.allow_stream(handle, until)
+
+    def counters(self) -> dict[str, Any]:
+        """The reads C answered and its latency histogram (`CachedReads.counters`)."""
+        return self.table.counters() if self.table is not None else dict(NO_COUNTERS)
+
+    def serve_capsule(self) -> Any:
+        """The C entry point answering reads of open files (fuse/_fast_read.c); None without C."""
+        return self.table.serve_capsule() if self.table is not None else None
 
     def _place(self, key: Hashable) -> tuple[int, int, np.dtype] | None:
         """(array token, flat chunk index, dtype) of a chunk key of a registered array, else None."""

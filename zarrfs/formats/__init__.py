@@ -19,6 +19,7 @@ from ..model.meta import ArrayMeta
 from .base import LazyLayout, Layout
 from .envi import envi_header
 from .metaimage import metaimage_header, metaimage_volume_headers
+from .netcdf import CDF5_SUFFIX, NC_SUFFIX
 from .npy import npy_layout
 from .nrrd import nrrd_header
 
@@ -131,8 +132,10 @@ OME_TIFF_SUFFIX = ".ome.tif"
 # `--formats tif` turns on every `N.tif` (tiled for maps) and the strip files beside it.
 FORMAT_GROUPS = {"npy": (".npy",), "raw": (".raw",), "hdr": (".raw.hdr",), "mhd": (".mhd",), "nhdr": (".nrrd.nhdr",),
                  "tif": (".tif", ".strips.tif", ".bigtiff.tif"), "tiled": (".tiled.tif",), "json": (".json",),
-                 "ometiff": (OME_TIFF_SUFFIX,)}
-DEFAULT_FORMATS = ("npy", "raw", "hdr", "mhd", "nhdr", "tif", "tiled", "json", "ometiff")
+                 "ometiff": (OME_TIFF_SUFFIX,), "nc": (NC_SUFFIX, CDF5_SUFFIX)}
+DEFAULT_FORMATS = ("npy", "raw", "hdr", "mhd", "nhdr", "tif", "tiled", "json", "ometiff", "nc")
+# Not an array's files either: a dataset group's NetCDF classic files (view_netcdf.py).
+GROUP_SUFFIXES = (OME_TIFF_SUFFIX, NC_SUFFIX, CDF5_SUFFIX)
 # Several files of one format per array: suffix -> builder of {file name: layout}
 # (the 3-D MetaImage headers of each volume of an array of more dimensions).
 VOLUME_FORMATS: dict[str, Callable[[ArrayMeta, Semantics, str], dict[str, Layout]]] = {

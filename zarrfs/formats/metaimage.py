@@ -10,6 +10,12 @@ read each of them; the whole N-D array stays readable to ITK through the
 NRRD header. There are at most MAX_VOLUME_HEADERS of them, and none when a
 volume starts past what MetaIO's C-int `HeaderSize` holds.
 
+The origin (`Offset`) is the centre of the first voxel, as in OME-Zarr. When
+the volume's three axes carry RFC-4 anatomical orientations, `Offset` and
+`TransformMatrix` (each axis's direction, one row per axis) are in ITK's LPS
+world and `AnatomicalOrientation` names, per axis, the side its values start
+from (ITK's letters: `RAI` is the identity in LPS).
+
 `ElementDataFile` must be the last line: MetaIO stops parsing there. It names
 `N.raw` relative to the header's directory (the same directory).
 """
@@ -23,7 +29,7 @@ import re
 from ..conventions.semantics import Semantics
 from ..model.meta import ArrayMeta
 from .base import Layout
-from .rawinfo import MAX_C_INT, big_endian, number, space_calibration, type_name
+from .rawinfo import MAX_C_INT, anatomical_frame, big_endian, number, space_calibration, type_name
 
 # numpy kind+size -> MetaIO element type. MET_LONG/MET_ULONG are 4 bytes in
 # MetaIO, so 8-byte integers are the LONG_LONG types. No half floats, no complex.
@@ -68,6 +74,22 @@ def metaimage_volume_headers(meta: ArrayMeta, semantics: Semantics, stem: str) -
     return headers
 
 
+def _oriented(frame: list[tuple[int, int]], origin: list[float], orientations: list[str | None]) -> list[str]:
+    """Offset, TransformMatrix and AnatomicalOrientation of a volume whose axes (fastest first) run along
+    `frame` (LPS world axis, sign)."""
+    offset = [0.0] * 3
+    rows = []
+    for (component, sign), start in zip(frame, origin, strict=True):
+        offset[component] = sign * start
+        row = [0.0] * 3
+        row[component] = float(sign)
+        rows += row
+    starts = "".join((o or "?")[0].upper() for o in orientations)  # "right-to-left" starts from R
+    return ["Offset = " + " ".join(number(v) for v in offset),
+            "TransformMatrix = " + " ".join(number(v) for v in rows),
+            f"AnatomicalOrientation = {starts}"]
+
+
 def _leading_axis_names(semantics: Semantics, ndim: int) -> list[str]:
     """The leading axes' names when they are distinct plain words (OME's t, c), else dim0, dim1, ..."""
     axes = semantics.axes
@@ -90,7 +112,11 @@ def _header(shape: tuple[int, ...], element_type: str, meta: ArrayMeta, semantic
     if calibration is not None:
         spacing, origin = (values[-len(shape):] for values in calibration)
         lines.append("ElementSpacing = " + " ".join(number(v) for v in reversed(spacing)))
-        lines.append("Offset = " + " ".join(number(v) for v in reversed(origin)))
+        frame = anatomical_frame(semantics.axes[-len(shape):]) if semantics.axes is not None else None
+        if frame is None:
+            lines.append("Offset = " + " ".join(number(v) for v in reversed(origin)))
+        else:
+            lines += _oriented(frame[::-1], origin[::-1], [a.orientation for a in reversed(semantics.axes[-3:])])
     lines += [
         "BinaryData = True",
         f"BinaryDataByteOrderMSB = {big_endian(meta.dtype)}",

@@ -8,7 +8,11 @@ Not `N.nhdr`: Bio-Formats' NRRD reader takes `X.nhdr` as the header of any
 Sizes fastest first; `data file` is relative to the header's directory.
 When every axis is a calibrated space axis the header states a world space
 (`space dimension`, `space directions`, `space origin`), which is what ITK
-and Slicer read; otherwise per-axis `spacings` (nan where unknown).
+and Slicer read; otherwise per-axis `spacings` (nan where unknown). The
+origin is the centre of the first sample, as in OME-Zarr. When the three
+axes carry RFC-4 anatomical orientations (left/right, anterior/posterior,
+inferior/superior), the world space is named, `space: left-posterior-superior`,
+and each axis's direction points the way its values run.
 
 VTK's NRRD reader (VTK 9.1, ParaView 5.11) takes the fastest axis of an
 array of more than 3 dimensions as vector components and crashes reading
@@ -23,7 +27,7 @@ from __future__ import annotations
 from ..conventions.semantics import Semantics
 from ..model.meta import ArrayMeta
 from .base import Layout
-from .rawinfo import big_endian, number, type_name
+from .rawinfo import anatomical_frame, big_endian, number, type_name
 
 # More dimensions than VTK's image data has: the header keeps VTK out (see above).
 VTK_MAX_NDIM = 3
@@ -63,13 +67,18 @@ def _geometry(semantics: Semantics, ndim: int) -> list[str]:
     fastest_first = list(reversed(axes))
     lines = []
     if all(a.kind == "space" and a.scale is not None for a in axes) and ndim <= 3:
+        # Each axis's world direction: its own world axis, or its LPS axis and sign when anatomically oriented.
+        frame = anatomical_frame(axes)
+        world = list(reversed(frame)) if frame is not None else [(i, 1) for i in range(ndim)]
         directions = []
-        for i, axis in enumerate(fastest_first):
+        origin = [0.0] * ndim
+        for axis, (component, sign) in zip(fastest_first, world, strict=True):
             vector = [0.0] * ndim
-            vector[i] = axis.scale
+            vector[component] = sign * axis.scale
             directions.append("(" + ",".join(number(v) for v in vector) + ")")
-        origin = [a.origin or 0.0 for a in fastest_first]
-        lines += [f"space dimension: {ndim}", "space directions: " + " ".join(directions),
+            origin[component] = sign * (axis.origin or 0.0)
+        lines += ["space: left-posterior-superior" if frame is not None else f"space dimension: {ndim}",
+                  "space directions: " + " ".join(directions),
                   "space origin: (" + ",".join(number(v) for v in origin) + ")"]
         units = [a.unit for a in fastest_first]
         if all(u and '"' not in u for u in units):

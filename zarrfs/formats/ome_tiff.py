@@ -97,7 +97,9 @@ def _stored(image: ImageLevels) -> _Stored | None:
     sample = _sample_dtype(meta.dtype)
     if sample is None or image.semantics.axes is None or 0 in meta.shape or max(meta.shape[-2:]) >= 2**31:
         return None
-    pixels = pixels_of(image.semantics.axes, meta.shape, sample, image.semantics.channels)
+    placement = image.semantics.placement
+    pixels = pixels_of(image.semantics.axes, meta.shape, sample, image.semantics.channels,
+                       placement.axes if placement is not None else None)
     if pixels is None:
         return None
     found = [_grid(level, sample, False) for level in image.levels]

@@ -2,12 +2,16 @@
 
 Only what the metadata says is written: sizes and type always; physical
 sizes, time increment, channel names and colours when the OME-Zarr image
-declares them. Units are OME's symbols (`µm`, `s`); a unit OME has no symbol
-for is left out with its value rather than stated wrongly.
+declares them; each plane's stage position (`Plane PositionX/Y/Z`: the
+centre of its first pixel, as OME-Zarr's origin is) when the image has an
+origin, or a place in an OME-Zarr scene, which then gives the positions.
+Units are OME's symbols (`µm`, `s`); a unit OME has no symbol for is left
+out with its value rather than stated wrongly.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -35,6 +39,8 @@ LENGTH_SYMBOLS = {
     "mm": "mm", "centimeter": "cm", "centimetre": "cm", "cm": "cm", "decimeter": "dm", "meter": "m",
     "metre": "m", "m": "m", "kilometer": "km", "inch": "in", "foot": "ft", "yard": "yd", "mile": "mi",
 }
+# Plane elements beyond this many (one per z, c, t) would make the header big for little: none are written.
+MAX_PLANE_ELEMENTS = 10_000
 TIME_SYMBOLS = {
     "picosecond": "ps", "nanosecond": "ns", "microsecond": "µs", "millisecond": "ms", "ms": "ms",
     "second": "s", "s": "s", "sec": "s", "minute": "min", "min": "min", "hour": "h", "h": "h", "day": "d",
@@ -51,11 +57,16 @@ class OmePixels:
     physical: dict[str, tuple[float, str]]  # "X"/"Y"/"Z" -> (size, OME unit symbol)
     time_increment: tuple[float, str] | None
     channels: tuple[Channel, ...]
+    # "X"/"Y"/"Z" -> (position of index 0, step, OME unit symbol); empty when no plane positions are said.
+    positions: dict[str, tuple[float, float, str]] = dataclasses.field(default_factory=dict)
 
 
 def pixels_of(axes: tuple[Axis, ...], shape: tuple[int, ...], dtype: numpy.dtype,
-              channels: tuple[Channel, ...]) -> OmePixels | None:
+              channels: tuple[Channel, ...], placed: tuple[Axis, ...] | None = None) -> OmePixels | None:
     """The Pixels of an array with `axes` (last two y, x), planes in C order; None when OME cannot say it.
+
+    `placed` are the same axes in a scene's coordinate system: the plane
+    positions are said there; else in `axes` when one has an origin.
 
     Each leading axis becomes Z, C or T by its kind (a custom axis takes a
     letter no other axis uses); two leading axes that need the same letter,
@@ -89,7 +100,22 @@ def pixels_of(axes: tuple[Axis, ...], shape: tuple[int, ...], dtype: numpy.dtype
             time_increment = (axis.scale, TIME_SYMBOLS[axis.unit or "second"])
     if len(channels) != sizes["C"]:
         channels = ()
-    return OmePixels(order, sizes, dtype, physical, time_increment, channels)
+    letter_of = dict(zip(range(len(axes) - 2), used, strict=True)) | {len(axes) - 2: "Y", len(axes) - 1: "X"}
+    positions = _positions(placed if placed is not None and len(placed) == len(axes) else axes, letter_of,
+                           must=placed is not None)
+    return OmePixels(order, sizes, dtype, physical, time_increment, channels, positions)
+
+
+def _positions(axes: tuple[Axis, ...], letter_of: dict[int, str], must: bool) -> dict[str, tuple[float, float, str]]:
+    """X/Y/Z -> (coordinate of index 0, step, unit) of the space axes with a length unit; empty unless one has
+    a non-zero origin or `must`."""
+    positions = {}
+    for index, axis in enumerate(axes):
+        letter = letter_of[index]
+        unit = LENGTH_SYMBOLS.get(axis.unit or "micrometer")
+        if letter in "XYZ" and axis.kind == "space" and unit and axis.origin is not None:
+            positions[letter] = (axis.origin, axis.scale if axis.scale is not None else 0.0, unit)
+    return positions if must or any(origin for origin, _, _ in positions.values()) else {}
 
 
 @dataclass(frozen=True)
@@ -151,7 +177,24 @@ def _image(root: ET.Element, index: int, pixels: OmePixels, name: str | None, fi
     planes = pixels.sizes["Z"] * pixels.sizes["C"] * pixels.sizes["T"]
     tiff_data = ET.SubElement(element, _tag("TiffData"), {"IFD": str(first_ifd), "PlaneCount": str(planes)})
     ET.SubElement(tiff_data, _tag("UUID"), {"FileName": file_name}).text = uuid
+    if pixels.positions and planes <= MAX_PLANE_ELEMENTS:  # the schema puts Plane after TiffData
+        _planes(element, pixels)
     return planes
+
+
+def _planes(element: ET.Element, pixels: OmePixels) -> None:
+    """One Plane per (z, c, t) in the file's order, with the stage position of its first pixel's centre."""
+    letters = pixels.dimension_order[2:]  # fastest first
+    for number in range(pixels.sizes["Z"] * pixels.sizes["C"] * pixels.sizes["T"]):
+        index, rest = {}, number
+        for letter in letters:
+            index[letter], rest = rest % pixels.sizes[letter], rest // pixels.sizes[letter]
+        attributes = {"TheZ": str(index["Z"]), "TheT": str(index["T"]), "TheC": str(index["C"])}
+        for letter, (origin, step, unit) in pixels.positions.items():
+            # X and Y: the plane's first pixel; Z: this plane's own depth.
+            attributes[f"Position{letter}"] = _number(origin + step * index["Z"] if letter == "Z" else origin)
+            attributes[f"Position{letter}Unit"] = unit
+        ET.SubElement(element, _tag("Plane"), attributes)
 
 
 def _plate(root: ET.Element, plate: OmePlate) -> None:

@@ -10,10 +10,11 @@ when the fields are absent).
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 
 import numpy as np
 
-from ..conventions.semantics import Semantics
+from ..conventions.semantics import Axis, Semantics
 from ..model.meta import ArrayMeta
 
 # MetaIO and teem parse sizes as C ints.
@@ -50,6 +51,23 @@ def space_calibration(semantics: Semantics, ndim: int) -> tuple[list[float], lis
     spacing = [a.scale if a.kind == "space" and a.scale is not None else 1.0 for a in axes]
     origin = [a.origin if a.kind == "space" and a.origin is not None else 0.0 for a in axes]
     return spacing, origin
+
+
+# RFC-4's "<from>-to-<to>": the LPS world axis (ITK's and NRRD's left-posterior-superior) the values run along,
+# and +1 when they increase towards L, P or S.
+_TOWARDS_LPS = {"left": (0, 1), "right": (0, -1), "posterior": (1, 1), "anterior": (1, -1),
+                "superior": (2, 1), "inferior": (2, -1)}
+
+
+def anatomical_frame(axes: Sequence[Axis]) -> list[tuple[int, int]] | None:
+    """Per axis in C order, (LPS world axis, +1 or -1), when `axes` are 3 calibrated space axes whose RFC-4
+    orientations name left/right, anterior/posterior and inferior/superior once each; else None."""
+    if len(axes) != 3 or not all(a.kind == "space" and a.scale is not None for a in axes):
+        return None
+    frame = [_TOWARDS_LPS.get((a.orientation or "").rpartition("-to-")[2]) for a in axes]
+    if any(f is None for f in frame) or len({f[0] for f in frame if f is not None}) != 3:
+        return None
+    return frame  # type: ignore[return-value]
 
 
 def number(value: float) -> str:

@@ -82,7 +82,7 @@ _TIME_UNITS = {
 
 # GeoTIFF keys (GeoTIFF 1.0) and values written here.
 _GT_MODEL_TYPE, _GT_RASTER_TYPE, _GEOGRAPHIC_TYPE, _PROJECTED_CS_TYPE = 1024, 1025, 2048, 3072
-_MODEL_PROJECTED, _MODEL_GEOGRAPHIC, _RASTER_PIXEL_IS_AREA = 1, 2, 1
+_MODEL_PROJECTED, _MODEL_GEOGRAPHIC, _RASTER_PIXEL_IS_AREA, _RASTER_PIXEL_IS_POINT = 1, 2, 1, 2
 _TIFF_SHORT, _TIFF_ASCII, _TIFF_DOUBLE = 3, 2, 12
 _GDAL_METADATA = 42112
 _COLORMAP = 320
@@ -359,8 +359,16 @@ def _georeference(geo: GeoReference) -> list[TagTuple]:
     North-up grids (no rotation, y decreasing with row) get the usual
     ModelPixelScale + ModelTiepoint; anything else the full
     ModelTransformation. PixelIsArea: the geotransform is the outer corner.
+    Point samples (`geo.point`) are PixelIsPoint, whose raster (0, 0) is the
+    centre of the first pixel: the model point is half a pixel in (GDAL reads
+    it back as the same corner geotransform, with AREA_OR_POINT=Point). The
+    raster type is a GeoKey: without a directory (no EPSG code), the corner
+    as PixelIsArea places the pixels as well, only the Point flag is lost.
     """
     x0, dx, rx, y0, ry, dy = (float(v) for v in geo.geotransform)
+    keys = _geokeys(geo)
+    if keys and geo.point:
+        x0, y0 = x0 + (dx + rx) / 2, y0 + (ry + dy) / 2
     if rx == 0 and ry == 0 and dy < 0:
         tags: list[TagTuple] = [
             (33550, _TIFF_DOUBLE, 3, (dx, -dy, 0.0), False),
@@ -369,7 +377,6 @@ def _georeference(geo: GeoReference) -> list[TagTuple]:
     else:
         matrix = (dx, rx, 0.0, x0, ry, dy, 0.0, y0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0)
         tags = [(34264, _TIFF_DOUBLE, 16, matrix, False)]
-    keys = _geokeys(geo)
     if keys:
         directory = (1, 1, 0, len(keys)) + tuple(v for key in keys for v in key)
         tags.append((34735, _TIFF_SHORT, len(directory), directory, False))
@@ -395,7 +402,8 @@ def _geokeys(geo: GeoReference) -> list[tuple[int, int, int, int]]:
         crs = [(_GT_MODEL_TYPE, 0, 1, _MODEL_GEOGRAPHIC), (_GEOGRAPHIC_TYPE, 0, 1, geo.epsg)]
     else:
         crs = [(_GT_MODEL_TYPE, 0, 1, _MODEL_PROJECTED), (_PROJECTED_CS_TYPE, 0, 1, geo.epsg)]
-    return sorted([(_GT_RASTER_TYPE, 0, 1, _RASTER_PIXEL_IS_AREA), *crs])
+    raster = _RASTER_PIXEL_IS_POINT if geo.point else _RASTER_PIXEL_IS_AREA
+    return sorted([(_GT_RASTER_TYPE, 0, 1, raster), *crs])
 
 
 def crs_kind(geo: GeoReference) -> str | None:

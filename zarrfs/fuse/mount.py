@@ -121,8 +121,10 @@ def claim_mountpoint(path: str) -> None:
 
 
 def load_fuse_binding() -> Any:
-    """mfusepy on libfuse 3, or an error that says which package to install."""
-    os.environ.setdefault("FUSE_LIBRARY_NAME", "fuse3")
+    """mfusepy on libfuse 3 (on Linux; elsewhere the library mfusepy finds: macFUSE, FUSE-T, FreeBSD's
+    libfuse 2), or an error that says which package to install."""
+    if sys.platform.startswith("linux"):
+        os.environ.setdefault("FUSE_LIBRARY_NAME", "fuse3")
     try:
         import mfusepy
     except (OSError, ImportError) as exc:
@@ -141,7 +143,10 @@ def check_fuse_device(device: str = FUSE_DEVICE) -> None:
 
     libfuse opens the device itself before it asks the setuid fusermount3 to
     mount, so a user without read/write access gets only libfuse's exit code.
+    macOS has no such device (macFUSE and FUSE-T mount by their own helpers).
     """
+    if sys.platform == "darwin":
+        return
     if not os.path.exists(device):
         raise MountError(f"{device} is missing: load the fuse kernel module (`sudo modprobe fuse`); "
                          "in a container, start it with `--device /dev/fuse`")

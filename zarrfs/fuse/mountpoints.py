@@ -19,10 +19,15 @@ def _unescape(field: str) -> str:
 
 
 def _mount_entry(path: str) -> list[str] | None:
-    """The mountinfo fields of the visible mount at `path` (the last one listed), or None."""
+    """The mountinfo fields of the visible mount at `path` (the last one listed), or None (also where
+    there is no /proc/self/mountinfo: macOS, FreeBSD)."""
     path = os.path.abspath(path)
     found = None
-    with open("/proc/self/mountinfo", encoding="utf-8", errors="surrogateescape") as table:
+    try:
+        table = open("/proc/self/mountinfo", encoding="utf-8", errors="surrogateescape")  # noqa: SIM115
+    except FileNotFoundError:
+        return None
+    with table:
         for line in table:
             fields = line.split()
             if _unescape(fields[4]) == path:

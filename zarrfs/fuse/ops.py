@@ -22,11 +22,10 @@ from typing import Any, TypeVar
 import mfusepy
 import numpy as np
 
+from .. import extensions
 from ..errors import ZarrfsError
 from ..view import DirEntry, Entry, Handle, StatsEntry, VirtualTree
-from ._fast_read import install as install_fast_read
-from ._fast_read import uninstall as uninstall_fast_read
-from ._threadstate import keep as keep_thread_state
+from . import compiled
 from .service_times import ServiceTimes
 
 log = logging.getLogger(__name__)
@@ -256,16 +255,23 @@ class ReplyBufferFUSE(mfusepy.FUSE):
     mfusepy's callback, the Python path. mfusepy fills the
     operations table and mounts in one call, so the table is changed on its
     way to `fuse_main_real`.
+
+    Without the compiled extensions (zarrfs/extensions.py, fuse/compiled.py)
+    libfuse keeps mfusepy's callback, and thread states are made per request.
     """
 
     def __init__(self, operations: ZarrOperations, *args: Any, **kwargs: Any) -> None:
+        extensions.log_once(log)
+        fast_read, entry = compiled.fast_read, operations.tree.fast_read_entry()
+        if fast_read is None or entry is None:  # no C path: mfusepy's read callback answers every read
+            super().__init__(operations, *args, **kwargs)
+            return
         real_main = mfusepy.fuse_main_real
 
         def main_with_fast_reads(argc: int, argv: Any, ops: Any, ops_size: int, data: Any) -> int:
             python_read = ops.contents.read  # mfusepy's callback object: C calls it while mounted
             try:
-                address = install_fast_read(operations.tree.fast_read_entry(),
-                                            ctypes.cast(python_read, ctypes.c_void_p).value,
+                address = fast_read.install(entry, ctypes.cast(python_read, ctypes.c_void_p).value,
                                             mfusepy.fuse_file_info.fh.offset, operations.load_for_c)
             except RuntimeError:  # another mount of this process has it: this one keeps the Python path
                 log.info("reads of this mount all take the Python path: another mount in this process "
@@ -275,7 +281,7 @@ class ReplyBufferFUSE(mfusepy.FUSE):
             try:
                 return real_main(argc, argv, ops, ops_size, data)
             finally:
-                uninstall_fast_read()  # libfuse's loop is over: nothing calls the callback any more
+                fast_read.uninstall()  # libfuse's loop is over: nothing calls the callback any more
 
         mfusepy.fuse_main_real = main_with_fast_reads
         try:
@@ -284,7 +290,7 @@ class ReplyBufferFUSE(mfusepy.FUSE):
             mfusepy.fuse_main_real = real_main
 
     def _wrapper(self, func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        keep_thread_state()
+        compiled.keep_thread_state()
         return super()._wrapper(func, *args, **kwargs)
 
     def read(self, path: bytes | None, buf: Any, size: int, offset: int, fip: Any) -> int:

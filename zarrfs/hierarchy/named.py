@@ -16,6 +16,8 @@ every node a reader needs, and the readers people compare zarrfs with
   root); without that list the series are the groups `0`, `1`, ... up to
   the first one missing (`Naming.consecutive`).
 - GeoZarr multiscales (an object with `layout[].asset`; `.` is the group).
+- OME-Zarr 0.6 scenes: `scene.coordinateTransformations[]`, whose `input`
+  (and `output`) name images by `path` (an `input` string is a path too).
 
 0.4 keeps these in a group's attributes, 0.5 and later under `ome`. Only
 paths are read here, never what they mean (that is `conventions/`); a path
@@ -64,6 +66,9 @@ def naming(group: GroupMeta) -> Naming:
         relative += labels
     relative += [well.get("path") for well in _objects(_object(block.get("plate")).get("wells"))]
     relative += [image.get("path") for image in _objects(_object(block.get("well")).get("images"))]
+    for transform in _objects(_object(block.get("scene")).get("coordinateTransformations")):
+        source, target = transform.get("input"), transform.get("output")
+        relative += [source if isinstance(source, str) else _object(source).get("path"), _object(target).get("path")]
     if "bioformats2raw.layout" in block:
         relative.append("OME")
     paths = [_below(group.path, p) for p in relative]
