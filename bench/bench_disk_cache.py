@@ -13,6 +13,10 @@ Then:
          200 small arrays, one after another, on a fresh mount, against
          zarr-python reading the first element of the same 50 arrays
          (fresh process); requests per peer;
+  remount  --runs times: a cold `dd` of the whole `.raw` on an empty DIR, unmount, then two
+         remounts, one reading with `dd` again, one every MiB once in a random order: every
+         request each warm mount made (metadata included), against the bound of
+         REMOUNT_REQUESTS, with temporary files left in DIR after the cold unmount;
   kill   kill -9 of the daemon 1 s into a cold read, a remount on the same
          DIR, the whole file read and compared; every entry left in DIR checked;
   share  two daemons (two mounts of the store) sharing one DIR capped at
@@ -20,7 +24,8 @@ Then:
          between; wrong bytes against the local mount; DIR's size sampled
          every 50 ms against the cap.
 
-    python bench/bench_disk_cache.py [--repeat 3] [--stores blosc-lz4,sharded-zstd] [--parts all]
+    python bench/bench_disk_cache.py [--repeat 3] [--runs 10] [--stores blosc-lz4,sharded-zstd]
+                                     [--parts speed,remount,peek,kill,share]
 """
 
 from __future__ import annotations
@@ -49,6 +54,8 @@ ZARRFS = [sys.executable, "-m", "zarrfs", "mount", "--foreground"]
 METADATA_NAMES = ("zarr.json", ".zarray", ".zgroup", ".zattrs", ".zmetadata")
 PEEK_STORE = "peek-v2-200.zarr"
 PEEKS = 50
+MAX_ASKED = 100  # requests the server lists by path (`remount` prints those of each warm run)
+REMOUNT_REQUESTS = 5  # the most store requests a remount after a full cold read may make (issue 41)
 
 
 # ------------------------------------------------------------------ server
@@ -67,10 +74,13 @@ class Handler(bench_remote.LatencyHandler):
         self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
     def _serve(self, body: bool) -> None:
-        if not self.path.rstrip("/").endswith(METADATA_NAMES):
-            counts = self.server.counts  # type: ignore[attr-defined]
-            with counts["lock"]:
+        counts = self.server.counts  # type: ignore[attr-defined]
+        with counts["lock"]:
+            if not self.path.rstrip("/").endswith(METADATA_NAMES):
                 counts["data_requests"] = counts.get("data_requests", 0) + 1
+            asked = counts.setdefault("asked", [])
+            if len(asked) < MAX_ASKED:
+                asked.append(f"{self.command} {self.path} {self.headers.get('Range') or ''}".strip())
         super()._serve(body)
 
     def _stats(self) -> None:
@@ -78,6 +88,7 @@ class Handler(bench_remote.LatencyHandler):
         if self.path.endswith("reset"):
             with counts["lock"]:
                 counts["data_requests"] = 0
+                counts["asked"] = []
         super()._stats()
 
 
@@ -160,6 +171,51 @@ def run_cold_warm(store: str, server: bench_remote.Server, work: Path, repeat: i
           f"{spread(ratios)}x | {statistics.median(data_requests['cold']):.0f} / "
           f"{max(data_requests['warm'])} | {dir_bytes(work / f'dc-{store}-0') / 2**20:.0f} MiB |", flush=True)
     print(f"  warm disk cache counters: {json.dumps(cache_stats)}", flush=True)
+
+
+def read_shuffled(path: Path, block: int = 1 << 20, seed: int = 0) -> None:
+    """Every `block` of `path` once, in a random order (loads batched unlike a sequential read's)."""
+    offsets = list(range(0, path.stat().st_size, block))
+    random.Random(seed).shuffle(offsets)
+    with open(path, "rb", buffering=0) as f:
+        for offset in offsets:
+            os.pread(f.fileno(), block, offset)
+
+
+def run_remount(store: str, server: bench_remote.Server, work: Path, runs: int) -> None:
+    path = ensure_store(store)
+    url = f"{server.url}/{path.name}"
+    mountpoint = work / "mnt"
+    totals: dict[str, list[int]] = {"dd": [], "shuffled": []}
+    for index in range(runs):
+        cache = work / f"dc-remount-{store}-{index}"
+        command = [*ZARRFS, "--disk-cache", str(cache), "--disk-cache-size", "4G", url, str(mountpoint)]
+        raw = mountpoint / f"{store}.raw"
+        with mounted(command, mountpoint):
+            subprocess.run(["dd", f"if={raw}", "of=/dev/null", "bs=1M"], capture_output=True, check=True)
+            cold = stats(mountpoint)["store"]["disk_cache"]
+        entries, bad, temporary = check_entries(cache)
+        print(f"  {store} run {index + 1}: cold dd: not stored {cold['not_stored']}, write errors "
+              f"{cold['write_errors']}, {entries} entries ({bad} failing), {temporary} temporary files after "
+              "unmount", flush=True)
+        for pattern in totals:
+            server.counts(reset=True)
+            with mounted(command, mountpoint):
+                if pattern == "dd":
+                    subprocess.run(["dd", f"if={raw}", "of=/dev/null", "bs=1M"], capture_output=True, check=True)
+                else:
+                    read_shuffled(raw, seed=index)
+                warm = stats(mountpoint)["store"]["disk_cache"]
+            counts = server.counts()
+            totals[pattern].append(counts["requests"])
+            print(f"    remount, {pattern} read: {counts['requests']} requests ({counts['data_requests']} data); "
+                  f"hits {warm['hits']}, misses {warm['misses']}, revalidated {warm['revalidated']}, refetched "
+                  f"{warm['refetched']}" + (f"; asked {counts['asked']}" if counts["requests"] > REMOUNT_REQUESTS
+                                            else ""), flush=True)
+    for pattern, values in totals.items():
+        print(f"remount after a full cold dd of {store}, then a {pattern} read: requests per run {values}, max "
+              f"{max(values)} (bound {REMOUNT_REQUESTS}: {'met' if max(values) <= REMOUNT_REQUESTS else 'NOT MET'})",
+              flush=True)
 
 
 def ensure_peek_store(root: Path = DEFAULT_ROOT) -> Path:
@@ -315,9 +371,10 @@ def run_share(store: str, server: bench_remote.Server, work: Path, cap: str) -> 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--runs", type=int, default=10, help="cold read + remount pairs of the remount part")
     parser.add_argument("--stores", default="blosc-lz4,sharded-zstd")
     parser.add_argument("--latency-ms", type=float, default=20.0)
-    parser.add_argument("--parts", default="speed,peek,kill,share")
+    parser.add_argument("--parts", default="speed,remount,peek,kill,share")
     parser.add_argument("--share-cap", default="256M")
     parser.add_argument("--serve", nargs=5, help=argparse.SUPPRESS)
     parser.add_argument("--peek", help=argparse.SUPPRESS)
@@ -344,6 +401,9 @@ def main() -> None:
                 print("|---|---|---|---|---|---|---|")
                 for store in stores:
                     run_cold_warm(store, server, work, args.repeat)
+            if "remount" in parts:
+                for store in stores:
+                    run_remount(store, server, work, args.runs)
             if "peek" in parts:
                 run_peek(server, work, args.repeat)
             if "kill" in parts:

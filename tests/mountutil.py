@@ -94,6 +94,15 @@ def pid_alive(pid: int) -> bool:
     return state not in ("Z", "X")
 
 
+def watchdog_of(daemon: int) -> int:
+    """The fusermount3 that mounted for `daemon` and stays to unmount once it is gone (-o auto_unmount)."""
+    children = Path(f"/proc/{daemon}/task/{daemon}/children").read_text().split()
+    found = [int(c) for c in children if Path(f"/proc/{c}/comm").read_text().strip() == "fusermount3"]
+    if len(found) != 1:
+        raise RuntimeError(f"daemon {daemon} has children {children}, not one fusermount3")
+    return found[0]
+
+
 def wait_until(condition: Callable[[], bool], timeout: float, interval: float = 0.02) -> bool:
     deadline = time.monotonic() + timeout
     while not condition():
@@ -236,7 +245,10 @@ def mounted_many(mounts: Sequence[Mount]) -> Iterator[Sequence[Mount]]:
     """
     try:
         for mount in mounts:
-            mount.root.mkdir(parents=True, exist_ok=True)
+            try:
+                mount.root.mkdir(parents=True)
+            except FileExistsError:
+                pass  # (not `exist_ok`: its check stats the directory, which a stale mount on it fails)
             mount.launch()
         for mount in mounts:
             mount.wait_ready()

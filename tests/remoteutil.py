@@ -2,6 +2,8 @@
 
 - `http_server(root)`: a threaded static file server with single-range support
   (as object stores answer), counting requests per path.
+- `stalling_server(root, pattern)`: a static server (with listings) that holds
+  back the requests whose path matches.
 - `FaultProxy`: an HTTP proxy in front of an upstream that injects latency,
   503s, connection resets, truncated or corrupted bodies, stalls, and can
   disappear (refuse connections) and come back on the same port.
@@ -155,6 +157,51 @@ def http_server(root: Path, handler_class: type[RangeHandler] = RangeHandler) ->
     handler = type("CountingHandler", (handler_class,), {"counter": counter})
     with serving(_Server(("127.0.0.1", 0), lambda *a: handler(*a, directory=str(root)))) as server:
         yield HttpServer(f"http://127.0.0.1:{server.server_address[1]}", counter)
+
+
+# ---------------------------------------------------------- stalling server
+
+
+class _StallingHandler(SimpleHTTPRequestHandler):
+    """Static files with index-page listings; a request whose path matches `stall` gets no answer
+    until the server is released (STALL_LIMIT_S at most), as a store that hangs on some objects."""
+
+    server: StallingServer  # type: ignore[assignment]
+
+    def do_GET(self) -> None:  # noqa: N802 - stdlib naming
+        if self.server.stall.search(self.path):
+            self.server.stalled.append(self.path)
+            self.server.released.wait(STALL_LIMIT_S)
+        try:
+            super().do_GET()
+        except ConnectionError:
+            pass  # the daemon that asked is gone
+
+    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - stdlib signature
+        return
+
+
+class StallingServer(_Server):
+    def __init__(self, root: Path, stall: str) -> None:
+        super().__init__(("127.0.0.1", 0), lambda *a: _StallingHandler(*a, directory=str(root)))
+        self.stall = re.compile(stall)
+        self.stalled: list[str] = []  # paths held back so far
+        self.released = threading.Event()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}"
+
+
+@contextmanager
+def stalling_server(root: Path, stall: str) -> Iterator[StallingServer]:
+    """`root` served on 127.0.0.1, requests matching the regular expression `stall` held back."""
+    server = StallingServer(root, stall)
+    with serving(server):
+        try:
+            yield server
+        finally:
+            server.released.set()
 
 
 # -------------------------------------------------------------- fault proxy

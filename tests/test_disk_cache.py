@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import errno
 import json
+import logging
 import os
 import signal
 import threading
@@ -120,12 +121,36 @@ def test_warm_remount_reads_from_disk_with_no_data_request(tmp_path: Path, serve
     assert warm["bytes_served"] > 0 and 0 < warm["disk_bytes"] <= warm["max_bytes"]
 
 
+def read_backwards(path: Path, block: int = 4096) -> bytes:
+    """The file read `block` by `block` from its end: loads batched unlike a front-to-back read's."""
+    with open(path, "rb", buffering=0) as f:
+        size = os.fstat(f.fileno()).st_size
+        blocks = [os.pread(f.fileno(), block, offset) for offset in reversed(range(0, size, block))]
+    return b"".join(reversed(blocks))
+
+
+def test_a_remount_reads_shards_from_disk_whatever_the_read_pattern(tmp_path: Path, served) -> None:
+    """Inner chunks fetched together (one range of a shard) are kept one by one: a remount that
+    reads them in other groups still finds every one on disk."""
+    server, url, expected = served
+    cache = tmp_path / "dc"
+    with mounted_many([remote_mount(tmp_path, url, "--disk-cache", str(cache), name="cold")]) as (mount,):
+        read_all(mount, expected)
+    server.counter.clear()
+    with mounted_many([remote_mount(tmp_path, url, "--disk-cache", str(cache), name="warm")]) as (mount,):
+        assert read_backwards(mount / "sharded.raw") == expected["sharded"].tobytes()
+        warm = disk_stats(mount)
+    assert data_requests(server.counter) == 0, server.counter
+    assert warm["misses"] == 0 and warm["hits"] > 0
+
+
 def test_corrupt_truncated_and_foreign_entries_are_dropped_and_fetched_again(tmp_path: Path, served) -> None:
     server, url, expected = served
     cache = tmp_path / "dc"
     with mounted_many([remote_mount(tmp_path, url, "--disk-cache", str(cache), name="cold")]) as (mount,):
         read_all(mount, expected)
-    chunks = sorted((p for p in entries(cache) if not entry_key(p).endswith(METADATA) and p.stat().st_size > 200),
+    # Whole chunks: each is one request (damaged inner chunks of one shard range would share theirs).
+    chunks = sorted((p for p in entries(cache) if entry_key(p).startswith("blosc/c") and p.stat().st_size > 200),
                     key=lambda p: p.name)
     flipped, cut, foreign = chunks[:3]
     damaged = {entry_key(p) for p in (flipped, cut, foreign)}
@@ -352,3 +377,67 @@ def test_a_missing_chunk_of_a_v2_array_that_declares_its_separator_costs_one_req
     chunk_requests = {path.rsplit("/", 1)[1]: n for path, n in server.counter.items()
                       if not path.endswith(METADATA) and path != "/v2.zarr/zarr.json"}
     assert chunk_requests == {"0.0": 1, "0.1": 1, "1.0": 1, "1.1": 1}, server.counter  # no nested '1/0' tries
+
+
+def test_a_run_is_kept_piece_by_piece(tmp_path: Path) -> None:
+    """A run fetched in one request is found again by any run made of its pieces; a piece the run's
+    answer holds only in part (a short answer) is not kept."""
+    cache = DiskCache(DiskCacheOptions(str(tmp_path / "dc"), 64 << 20), "s")
+    calls: list = []
+    blob = bytes(range(100))
+    assert cache.get_run("c/0", 10, 40, [(10, 20), (20, 40)], fetcher([Fetched(blob[10:40])], calls)) == blob[10:40]
+    assert cache.get_run("c/0", 20, 40, [(20, 40)], fetcher([], calls)) == blob[20:40]
+    assert cache.get_run("c/0", 10, 20, [(10, 20)], fetcher([], calls)) == blob[10:20]
+    assert cache.get_run("c/0", 10, 40, [(10, 20), (20, 40)], fetcher([], calls)) == blob[10:40]
+    # Pieces with a gap between them: the bytes of the gap, which no reader uses, come back as zeros.
+    assert cache.get_run("c/0", 50, 90, [(50, 60), (80, 90)], fetcher([Fetched(blob[50:90])], calls)) == blob[50:90]
+    assert cache.get_run("c/0", 50, 90, [(50, 60), (80, 90)], fetcher([], calls)) == \
+        blob[50:60] + bytes(20) + blob[80:90]
+    # A run with one piece not kept is fetched whole, one request.
+    assert cache.get_run("c/0", 60, 80, [(60, 70), (70, 80)], fetcher([Fetched(blob[60:75])], calls)) == blob[60:75]
+    assert cache.get_run("c/0", 60, 70, [(60, 70)], fetcher([], calls)) == blob[60:70]
+    assert cache.get_run("c/0", 70, 80, [(70, 80)], fetcher([Fetched(blob[70:80])], calls)) == blob[70:80]
+    assert len(calls) == 4
+
+
+def slow_replace(monkeypatch: pytest.MonkeyPatch, release: threading.Event) -> threading.Event:
+    """Entries are renamed into place only once `release` is set; the returned event is set when a
+    write has reached its rename."""
+    reached = threading.Event()
+    real = os.replace
+
+    def replace(source, target) -> None:  # noqa: ANN001 - os.replace's own
+        reached.set()
+        release.wait(10)
+        real(source, target)
+
+    monkeypatch.setattr(disk_cache.os, "replace", replace)
+    return reached
+
+
+@pytest.mark.parametrize("finishes", [True, False], ids=["finished", "discarded"])
+def test_entries_under_way_when_the_mount_ends_are_finished_or_discarded_in_time(
+        finishes: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    cache = DiskCache(DiskCacheOptions(str(tmp_path / "dc"), 64 << 20), "s")
+    release = threading.Event()
+    reached = slow_replace(monkeypatch, release)
+    writer = threading.Thread(target=cache.get, args=("c/0", None, None, fetcher([Fetched(b"chunk")], [])))
+    writer.start()
+    assert reached.wait(10)
+    if finishes:
+        threading.Timer(0.3, release.set).start()
+    started = time.monotonic()
+    cache.close(timeout=1.0)
+    took = time.monotonic() - started
+    release.set()
+    writer.join(10)
+    left = entries(tmp_path / "dc")
+    assert not list((tmp_path / "dc" / "v1" / "tmp").iterdir())  # no temporary file left either way
+    if finishes:
+        assert 0.2 < took < 1.0 and len(left) == 1 and entry_is_whole(left[0])
+    else:
+        assert 0.9 < took < 2.0 and left == []
+        assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+    # Closed: nothing more is written.
+    assert cache.get("c/1", None, None, fetcher([Fetched(b"later")], [])) == b"later"
+    assert len(entries(tmp_path / "dc")) == len(left) and cache.stats.as_dict()["not_stored"] == 1

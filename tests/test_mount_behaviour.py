@@ -31,6 +31,7 @@ from mountutil import (
     pid_alive,
     run_zarrfs,
     wait_until,
+    watchdog_of,
 )
 from oracles import HierarchyOracle, write_hierarchy
 
@@ -335,9 +336,22 @@ def close_after_daemon_exit(fd: int) -> None:
             raise
 
 
-def test_kill_9_then_unmount_recovers(small: Path, tmp_path: Path) -> None:
+def test_kill_9_leaves_no_mount(small: Path, tmp_path: Path) -> None:
     mountpoint = tmp_path / "mnt"
     with mounted(small, mountpoint, tmp_path / "log") as mount:
+        os.kill(mount.pid, signal.SIGKILL)
+        assert wait_until(lambda: not pid_alive(mount.pid), 10), "the daemon outlived kill -9"
+        assert wait_until(lambda: not is_mounted(mountpoint), 10), "the watchdog did not unmount"
+        assert os.listdir(mountpoint) == [], os.listdir(mountpoint)
+    with mounted(small, mountpoint, tmp_path / "log2") as again:
+        assert (again / "img.raw").read_bytes() == np.arange(2000, dtype="<u2").tobytes()
+
+
+def test_kill_9_then_unmount_clears_a_stale_mount(small: Path, tmp_path: Path) -> None:
+    """With its watchdog killed as well, a dead daemon leaves a stale mount: `zarrfs unmount` clears it."""
+    mountpoint = tmp_path / "mnt"
+    with mounted(small, mountpoint, tmp_path / "log") as mount:
+        os.kill(watchdog_of(mount.pid), signal.SIGKILL)
         os.kill(mount.pid, signal.SIGKILL)
         assert wait_until(lambda: not pid_alive(mount.pid), 5)
         with pytest.raises(OSError) as caught:

@@ -207,13 +207,18 @@ def test_readahead_of_a_sharded_array_asks_for_whole_shard_rows(tmp_path: Path) 
         reader = engine.reader("")
         assert reader.readahead.step == 256 * 1024 * 4  # four bands: one shard row
         ranges: list[tuple[str, int, int]] = []
-        get_range = engine.store.get_range
+        get_range, get_run = engine.store.get_range, engine.store.get_run
 
         def recorded(key: str, start: int, stop: int) -> bytes | None:
             ranges.append((key, start, stop))
             return get_range(key, start, stop)
 
+        def recorded_run(key: str, start: int, stop: int, pieces: list[tuple[int, int]]) -> bytes | None:
+            ranges.append((key, start, stop))
+            return get_run(key, start, stop, pieces)
+
         engine.store.get_range = recorded  # type: ignore[method-assign]
+        engine.store.get_run = recorded_run  # type: ignore[method-assign]
         stream = ReadStream()
         got = b"".join(reader.read(o, o + (128 << 10), stream) for o in range(0, reader.nbytes, 128 << 10))
         assert got == data.tobytes()

@@ -21,7 +21,7 @@ import pytest
 import tifffile
 import zarr
 
-from mountutil import is_mounted, mount_points, mounted, pid_alive, run_zarrfs, wait_until
+from mountutil import is_mounted, mount_points, mounted, pid_alive, run_zarrfs, wait_until, watchdog_of
 from zarrfs.fuse import mount as mount_module
 
 ROOT = os.geteuid() == 0
@@ -68,6 +68,8 @@ def test_a_stale_mount_point_is_recovered(store: tuple[Path, np.ndarray], tmp_pa
     mountpoint = tmp_path / "mnt"
     with mounted(source, mountpoint, tmp_path / "log1") as first:
         assert first.pid is not None
+        # Its watchdog too, which would unmount it: a daemon killed with the mount left stale.
+        os.kill(watchdog_of(first.pid), signal.SIGKILL)
         os.kill(first.pid, signal.SIGKILL)
         assert wait_until(lambda: not pid_alive(first.pid), 5)
         with pytest.raises(OSError):

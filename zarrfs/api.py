@@ -39,6 +39,7 @@ _FLAGS = {
     "virtual_chunks": "--virtual-chunks",  # a list: the flag once per prefix
     "disk_cache": "--disk-cache",
     "disk_cache_size": "--disk-cache-size",
+    "ready_timeout": "--ready-timeout",
 }
 
 

@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterable
 from .formats import DEFAULT_FORMATS, FORMAT_GROUPS, RAW_SIDECARS
 from .options import (
     DEFAULT_DISK_CACHE_BYTES,
+    READY_TIMEOUT_SECONDS,
     DiskCacheOptions,
     EngineOptions,
     StoreOptions,
@@ -79,6 +80,9 @@ def add_mount_commands(commands: argparse._SubParsersAction, add_source: Callabl
     mount.add_argument("--log-file", metavar="FILE", help="append the daemon's log to FILE")
     mount.add_argument("-o", dest="fuse_options", action="append", default=[], metavar="FUSE_OPTION",
                        help="extra libfuse mount option, repeatable (e.g. -o max_read=1048576)")
+    mount.add_argument("--ready-timeout", type=float, default=READY_TIMEOUT_SECONDS, metavar="SECONDS",
+                       help="how long the command waits for the mount to become usable; past it the daemon is "
+                            "stopped and its mount cleared (default: %(default)g)")
     mount.add_argument("--ready-fd", type=int, help=argparse.SUPPRESS)
 
     unmount = commands.add_parser("unmount", aliases=["umount"], help="unmount a zarrfs mount point",
@@ -156,7 +160,7 @@ def run_mount_command(args: argparse.Namespace) -> int:
     if not args.foreground:
         check_mountpoint(args.mountpoint)  # fail fast, before starting anything
         argv, env = daemon_argv(args.argv)  # `ps` shows the daemon only @env: references
-        spawn_daemon(argv, args.log_file, env)
+        spawn_daemon(argv, args.log_file, env, args.mountpoint, args.ready_timeout)
         return 0
     restart_with_allocator_environment(args.argv, args.ready_fd)
     _setup_logging(args.log_level, args.log_file, secret_values(storage_options))

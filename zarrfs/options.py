@@ -99,6 +99,9 @@ _DURATION = re.compile(r"^(\d+(?:\.\d+)?)\s*([smh]?)$")
 _DURATION_UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0}
 
 
+# Seconds `zarrfs mount` waits for its daemon's mount to become usable (--ready-timeout).
+READY_TIMEOUT_SECONDS = 120.0
+
 # A default that holds a few of the usual remote arrays, yet fits on any workstation's SSD.
 DEFAULT_DISK_CACHE_BYTES = 10 << 30
 MIN_DISK_CACHE_BYTES = 16 << 20

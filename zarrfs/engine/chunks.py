@@ -271,7 +271,9 @@ class ShardedChunkSource:
             else:
                 wanted.append((one, *entry))
         runs = coalesce(wanted)
-        for run, data in zip(runs, self.fetches.ranges(key, [(run.start, run.stop) for run in runs]), strict=True):
+        fetched = self.fetches.ranges(key, [(run.start, run.stop) for run in runs],
+                                      [[(offset, offset + nbytes) for _, offset, nbytes in run.members] for run in runs])
+        for run, data in zip(runs, fetched, strict=True):
             if data is None:
                 data = ChunkError("shard vanished after its index was read")
             if isinstance(data, ZarrfsError):

@@ -106,3 +106,4 @@ class Engine:
         self.cache.close()
         self.fetches.close()
         self.files.close()
+        self.store.close()

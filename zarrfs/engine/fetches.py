@@ -32,6 +32,7 @@ AHEAD = 4
 THREADS_PER_REQUEST_SLOT = 0.25
 
 Fetched = bytes | None | ZarrfsError
+Pieces = list[tuple[int, int]]  # byte ranges within one span
 
 
 class RangeFetches:
@@ -42,14 +43,20 @@ class RangeFetches:
         threads = max(1, int(store.options.max_concurrency * THREADS_PER_REQUEST_SLOT))
         self._pool = PriorityPool(threads, "fetch") if store.remote else None
 
-    def ranges(self, key: str, spans: list[tuple[int, int]]) -> Iterator[Fetched]:
-        """Each span's bytes (None: the object is gone; an error: that span failed), in the order given."""
-        if self._pool is None or len(spans) < 2:
-            yield from (self._fetch(key, start, stop) for start, stop in spans)
+    def ranges(self, key: str, spans: list[tuple[int, int]],
+               pieces: list[Pieces] | None = None) -> Iterator[Fetched]:
+        """Each span's bytes (None: the object is gone; an error: that span failed), in the order given.
+
+        `pieces`, one list per span: the ranges in it the reader uses (the
+        inner chunks a run covers), for the disk cache to keep one by one.
+        """
+        runs = [(start, stop, pieces[n] if pieces else None) for n, (start, stop) in enumerate(spans)]
+        if self._pool is None or len(runs) < 2:
+            yield from (self._fetch(key, *run) for run in runs)
             return
-        upcoming = iter(spans)
+        upcoming = iter(runs)
         first = next(upcoming)
-        pending: deque[tuple[tuple[int, int], Task, Future]] = deque(
+        pending: deque[tuple[tuple[int, int, Pieces | None], Task, Future]] = deque(
             (span, *self._submit(key, *span)) for span in islice(upcoming, AHEAD - 1))
         yield self._fetch(key, *first)
         while pending:
@@ -73,12 +80,12 @@ class RangeFetches:
         except TimeoutError:
             return StoreError(f"{self.store.display_name}: a fetch did not run (the mount is closing)")
 
-    def _submit(self, key: str, start: int, stop: int) -> tuple[Task, Future]:
+    def _submit(self, key: str, start: int, stop: int, pieces: Pieces | None) -> tuple[Task, Future]:
         future: Future = Future()
 
         def run() -> None:
             try:
-                future.set_result(self._fetch(key, start, stop))
+                future.set_result(self._fetch(key, start, stop, pieces))
             except BaseException as exc:  # a bug, not a store failure: still delivered to the waiter
                 future.set_exception(exc)
 
@@ -87,8 +94,8 @@ class RangeFetches:
         self._pool.submit(task, DEMAND)
         return task, future
 
-    def _fetch(self, key: str, start: int, stop: int) -> Fetched:
+    def _fetch(self, key: str, start: int, stop: int, pieces: Pieces | None) -> Fetched:
         try:
-            return self.store.get_range(key, start, stop)
+            return self.store.get_run(key, start, stop, pieces) if pieces else self.store.get_range(key, start, stop)
         except ZarrfsError as exc:
             return exc

@@ -2,9 +2,10 @@
 
 Background mode runs the daemon as a fresh `zarrfs mount --foreground`
 process (no fork of a process that may already have threads: fsspec starts
-an event-loop thread on first use). The child reports over a pipe: `READY`
-once the mount point lists, or `ERROR <message>` before giving up; the
-parent returns only then.
+an event-loop thread on first use). The child reports over a pipe:
+`MOUNTED <major:minor>` once the kernel mount exists, then `READY` once the
+root lists, or `ERROR <message>` before giving up; the parent returns only
+then, and clears what a daemon that failed or died left behind.
 """
 
 from __future__ import annotations
@@ -22,7 +23,6 @@ import stat
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -35,13 +35,14 @@ from ..memory import (
     trim_slack,
     tune_process,
 )
-from ..options import EngineOptions
+from ..options import READY_TIMEOUT_SECONDS, EngineOptions
 from .mountpoints import device, fstype, holders
-from .stopper import Stopper
+from .connections import abort, answers, connection_number, connection_of, waiting
+from .stopper import GRACE_SECONDS, Stopper, detach
 
 log = logging.getLogger(__name__)
 
-READY_TIMEOUT = 120.0  # seconds the parent waits for the daemon's READY
+READY_TIMEOUT = READY_TIMEOUT_SECONDS  # seconds the parent waits for the daemon's READY
 # In the environment of a daemon that restarted itself for the allocator's settings. glibc strips
 # GLIBC_TUNABLES from the environment of a program it runs in secure mode (AT_SECURE: a setuid or
 # setgid interpreter, or one with file capabilities): there the restarted daemon finds the
@@ -73,8 +74,12 @@ def check_mountpoint(path: str) -> None:
 
     A stale zarrfs mount (its daemon was killed) is cleared instead: that is
     what the user would do next anyway. Another file system's stale mount is
-    left alone.
+    left alone. A zarrfs mount is looked at from a child process first: one
+    whose daemon is stuck would hold this process forever.
     """
+    if fstype(path) == "fuse.zarrfs" and answers(path) is None:
+        raise MountError(f"{path} is a zarrfs mount that does not answer (its daemon is stuck or gone): "
+                         f"clear it with `zarrfs unmount {path}`")
     try:
         os.stat(path)
         os.statvfs(path)  # never answered from the kernel's caches: a stale mount fails here
@@ -240,19 +245,6 @@ def raise_readahead(mountpoint: str, kilobytes: int) -> None:
         log.info("kept the kernel's default readahead for %s (%s)", mountpoint, exc.strerror)
 
 
-def _wait_until_listable(mountpoint: str, timeout: float = 30.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            if os.path.ismount(mountpoint):
-                os.listdir(mountpoint)
-                return True
-        except OSError:
-            pass
-        time.sleep(0.02)
-    return False
-
-
 # ------------------------------------------------------------------- serve
 
 
@@ -286,18 +278,25 @@ def serve(options: MountOptions, report: Callable[[str], None] | None = None) ->
         # is a normal stop, even one sent as soon as the mount lists, before
         # the check below notices.
         served.set()
-        if _wait_until_listable(mountpoint):
-            raise_readahead(mountpoint, READ_AHEAD_LOCAL_KB if tree.source_is_local() else READ_AHEAD_REMOTE_KB)
-            trimmer.start()  # a thread: only now, in the daemon (see memory.py)
-            log.info("mounted %s on %s", tree.source_display_name(), mountpoint)
-            sd_notify("READY=1")
-            report("READY")
-        else:
+        # The parent's handle on this mount's FUSE connection, should it have to clear it.
+        report(f"MOUNTED {device(mountpoint)}")
+        # The root must list. Asked of the operations themselves, never through the mount point: a
+        # request from one of our own threads to our own mount, caught by a stop, waits forever
+        # uninterruptibly and holds the FUSE device open, so that the connection outlives the daemon.
+        try:
+            operations.readdir("/", None)
+        except OSError as exc:
             served.clear()  # the stop below is a failure
-            report("ERROR the mount did not become usable within 30 s")
+            report(f"ERROR the root of the mount cannot be listed: {exc.strerror or exc}")
             # The caller has been told it failed: do not stay mounted behind its back.
             # libfuse's SIGTERM handler ends the loop and unmounts.
             os.kill(os.getpid(), signal.SIGTERM)
+            return
+        raise_readahead(mountpoint, READ_AHEAD_LOCAL_KB if tree.source_is_local() else READ_AHEAD_REMOTE_KB)
+        trimmer.start()  # a thread: only now, in the daemon (see memory.py)
+        log.info("mounted %s on %s", tree.source_display_name(), mountpoint)
+        sd_notify("READY=1")
+        report("READY")
 
     class Operations(ZarrOperations):
         def init_with_config(self, conn: Any, config: Any) -> None:
@@ -314,7 +313,10 @@ def serve(options: MountOptions, report: Callable[[str], None] | None = None) ->
     fuse_kwargs: dict[str, Any] = {"ro": True, "fsname": f"zarrfs:{tree.source_display_name()}"[:200],
                                    "subtype": "zarrfs", "default_permissions": True,
                                    # FUSE threads, once started, stay: see fuse_concurrency.
-                                   "max_threads": threads, "max_idle_threads": threads}
+                                   "max_threads": threads, "max_idle_threads": threads,
+                                   # fusermount3 stays as a watchdog that unmounts once the daemon is gone,
+                                   # however it ended (kill -9 included): no mount is left without one.
+                                   "auto_unmount": True}
     if options.allow_other:
         fuse_kwargs["allow_other"] = True
     for option in options.fuse_options:
@@ -386,11 +388,14 @@ def restart_with_allocator_environment(argv: list[str], ready_fd: int | None) ->
         log.warning("kept glibc's default allocator settings: cannot restart %s (%s)", command[0], exc)
 
 
-def spawn_daemon(argv: list[str], log_file: str | None, env: dict[str, str]) -> None:
+def spawn_daemon(argv: list[str], log_file: str | None, env: dict[str, str], mountpoint: str,
+                 ready_timeout: float = READY_TIMEOUT) -> None:
     """Run `zarrfs mount ... --foreground` detached; return once it is READY, raise MountError if it failed.
 
     `env` is added to the daemon's environment (credentials moved out of its
     command line), not to this process's, and so are the allocator's settings.
+    A daemon that failed, or did not become ready within `ready_timeout`
+    seconds, is stopped and the mount it made cleared (`_stop_daemon`).
     """
     environ = {**os.environ, **env}
     environ = allocator_environment(environ) or environ
@@ -406,36 +411,88 @@ def spawn_daemon(argv: list[str], log_file: str | None, env: dict[str, str]) -> 
         os.close(write_fd)
         if log_file:
             stderr.close()
-    message = _read_report(read_fd, process)
-    if message != "READY":
-        raise MountError(message)
+    report = _read_report(read_fd, ready_timeout)
+    if report.ready:
+        return
+    if report.error is not None:
+        message = report.error
+    elif process.poll() is None:
+        message = f"the daemon did not become ready within {ready_timeout:g} s; stopped it"
+    else:
+        message = f"the daemon exited with status {process.returncode} before the mount was ready (see --log-file)"
+    _stop_daemon(process, os.path.abspath(mountpoint), report.device)
+    raise MountError(message)
 
 
-def _read_report(fd: int, process: subprocess.Popen) -> str:
-    result: list[str] = []
+@dataclass
+class _Report:
+    """What a daemon said over its pipe: the device of the mount it made, then READY or ERROR."""
+
+    device: str | None = None  # 'major:minor'
+    ready: bool = False
+    error: str | None = None
+
+
+def _read_report(fd: int, timeout: float) -> _Report:
+    report = _Report()
 
     def read() -> None:
         with os.fdopen(fd, "r", encoding="utf-8", errors="replace") as pipe:
             for line in pipe:
-                result.append(line.strip())
-                if line.startswith(("READY", "ERROR")):
+                word, _, rest = line.strip().partition(" ")
+                if word == "MOUNTED":
+                    report.device = rest if rest != "None" else None
+                elif word == "READY":
+                    report.ready = True
+                    return
+                elif word == "ERROR":
+                    report.error = rest
                     return
 
     reader = threading.Thread(target=read, daemon=True)
     reader.start()
-    reader.join(READY_TIMEOUT)
-    for line in result:
-        if line == "READY":
-            return "READY"
-        if line.startswith("ERROR "):
-            return line[6:]
+    reader.join(timeout)  # the pipe ends early if the daemon dies: nothing else holds its end
+    return report
+
+
+# A daemon that failed gets this long to stop by itself (its stopper's two grace periods: the FUSE
+# loop's and the process's), then this long after kill -9 for the kernel to end it.
+STOP_SECONDS = 2 * GRACE_SECONDS + 1.0
+KILL_SECONDS = 2.0
+
+
+def _stop_daemon(process: subprocess.Popen, mountpoint: str, majmin: str | None) -> None:
+    """End a daemon that failed, and clear the mount it reported making (`majmin`) if it is still there.
+
+    A daemon stuck in a request to its own mount does not even die of
+    kill -9 until its connection is aborted, so a daemon still there after
+    its grace has its connection aborted first. Only the mount the daemon
+    itself reported is touched: a failed daemon may have lost the mount
+    point to another zarrfs daemon, whose mount stays.
+    """
+    number = None if majmin is None else connection_number(majmin)
     if process.poll() is None:
         process.terminate()
-        return f"the daemon did not become ready within {READY_TIMEOUT:.0f} s; stopped it"
-    return f"the daemon exited with status {process.returncode} before the mount was ready (see --log-file)"
+        try:
+            process.wait(STOP_SECONDS)
+        except subprocess.TimeoutExpired:
+            if number is not None:
+                abort(number)
+            process.kill()
+            try:
+                process.wait(KILL_SECONDS)
+            except subprocess.TimeoutExpired:
+                log.warning("the daemon (pid %d) did not end after kill -9", process.pid)
+    if majmin is not None and device(mountpoint) == majmin:
+        abort(connection_number(majmin))
+        detach(mountpoint)
 
 
 def report_to_fd(fd: int) -> Callable[[str], None]:
+    # Not inherited by what the daemon starts (fusermount3 stays running as its watchdog): the parent
+    # learns that the daemon died from the end of this pipe.
+    os.set_inheritable(fd, False)
+
     def report(line: str) -> None:
         try:
             os.write(fd, (line + "\n").encode())
@@ -449,6 +506,8 @@ def report_to_fd(fd: int) -> Callable[[str], None]:
 
 
 def unmount(mountpoint: str, lazy: bool = False) -> None:
+    if _abort_if_unanswered(mountpoint):
+        lazy = True  # nothing can use a mount whose connection is aborted: detach it even if held
     tool = shutil.which("fusermount3") or shutil.which("fusermount")
     command = [tool, "-u"] + (["-z"] if lazy else []) + [mountpoint] if tool else \
         ["umount"] + (["-l"] if lazy else []) + [mountpoint]
@@ -464,3 +523,22 @@ def unmount(mountpoint: str, lazy: bool = False) -> None:
     if "not found in" in detail or "not mounted" in detail or "Invalid argument" in detail:
         raise MountError(f"{mountpoint} is not mounted")
     raise MountError(f"unmounting {mountpoint} failed: {detail}")
+
+
+def _abort_if_unanswered(mountpoint: str) -> bool:
+    """Abort the FUSE connection of a zarrfs mount that has requests waiting and does not answer.
+
+    Its daemon is gone (a thread of it stuck keeps the connection open) or
+    stuck: the processes waiting on it would wait forever, and hold the mount
+    busy. True if it was aborted. A mount with nothing waiting unmounts as it
+    is (the kernel aborts the connection of a mount it takes down).
+    """
+    if fstype(mountpoint) != "fuse.zarrfs":
+        return False
+    number = connection_of(mountpoint)
+    if number is None or not waiting(number) or answers(mountpoint) is not None:
+        return False
+    if not abort(number):
+        return False
+    log.warning("%s did not answer with requests waiting on it: aborted its FUSE connection", mountpoint)
+    return True

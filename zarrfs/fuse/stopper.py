@@ -23,6 +23,8 @@ import threading
 import time
 from typing import Any, NoReturn
 
+from .connections import abort, connection_of
+
 log = logging.getLogger(__name__)
 
 GRACE_SECONDS = 5.0
@@ -109,6 +111,10 @@ class Stopper:
     def _force(self, reason: str) -> None:
         """Detach the mount and end the process now; pending reads get ENOTCONN."""
         log.warning("stopping: %s; abandoning them and detaching %s", reason, self.mountpoint)
+        # Aborted first: the abandoned reads fail now, whatever still holds the connection open.
+        number = connection_of(self.mountpoint)
+        if number is not None:
+            abort(number)
         detach(self.mountpoint)
         end_process(0)
 

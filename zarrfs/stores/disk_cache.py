@@ -3,7 +3,8 @@
 What is kept: the stored (still encoded) bytes of every whole object and byte
 range `Store` fetched (chunks, shard ranges, shard indexes, metadata
 documents), and "no such key" answers (the fill-value chunks a store never
-wrote), one file per answer. A remount reads them from disk instead of the
+wrote), one file per answer; a run of a shard's inner chunks fetched in one
+request is kept inner chunk by inner chunk (`get_run`). A remount reads them from disk instead of the
 network; decoding happens as for any fetch.
 
 Keys: an entry's file name is a digest of (store identity, key, byte range).
@@ -81,6 +82,8 @@ MAX_HEADER = 1 << 16
 TOUCH_AFTER = 60.0
 # Temporary files this old belong to a writer that died (killed mid-write): the scan removes them.
 STALE_TEMP_SECONDS = 600.0
+# When a mount ends, writes under way get this long to be renamed into place; none start after.
+CLOSE_SECONDS = 2.0
 # After a failed write for lack of space, nothing is written for this long.
 FULL_PAUSE_SECONDS = 30.0
 MIN_SLACK = 4 << 20
@@ -156,6 +159,8 @@ class DiskCache:
         self.stats = DiskCacheStats()
         (self.root / "tmp").mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
+        self._no_writes = threading.Condition(self._lock)  # notified when `_writing` falls to 0
+        self._closed = False
         self._written = 0  # bytes written since the last scan began
         self._writing = 0  # bytes of writes under way (a scan that begins now may not see them)
         self._paused_until = 0.0
@@ -184,6 +189,36 @@ class DiskCache:
             return entry.data
         self.stats.add("misses" if entry is None else "refetched")
         self._store(name, key, start, stop, fetched.data, fetched.validators)
+        return fetched.data
+
+    def get_run(self, key: str, start: int, stop: int, pieces: list[tuple[int, int]],
+                fetch: Fetch) -> bytes | bytearray | None:
+        """Bytes [start, stop) of `key`, fetched as one request but kept as `pieces`, the ranges in
+        it a reader uses (a shard's inner chunks), one entry each.
+
+        A run is what one batch of loads wanted together, and batches form by
+        timing: kept whole, a run would be found again only by a read batched
+        the same way. Kept by piece, a later run of any of them is served from
+        disk when every piece is there (bytes between pieces, which no reader
+        uses, are zeros then); one missing or stale piece fetches the run.
+        """
+        kept: list[bytes | bytearray] = []
+        for first, last in pieces:
+            entry = self._load(self._name(key, first, last), key, first, last)
+            if entry is None or entry.data is None or len(entry.data) != last - first or self._stale(entry, key):
+                break
+            kept.append(entry.data)
+        else:
+            self.stats.add("hits", len(pieces))
+            self.stats.add("bytes_served", sum(len(data) for data in kept))
+            return _assemble(start, stop, pieces, kept)
+        fetched = fetch(None)
+        self.stats.add("misses")
+        if fetched.data is not None:
+            for first, last in pieces:
+                if last - start <= len(fetched.data):  # (a short answer: only the pieces it holds whole)
+                    piece = fetched.data[first - start:last - start]
+                    self._store(self._name(key, first, last), key, first, last, piece, fetched.validators)
         return fetched.data
 
     def _stale(self, entry: _Entry, key: str) -> bool:
@@ -269,11 +304,15 @@ class DiskCache:
         finally:
             with self._lock:
                 self._writing -= size
+                if not self._writing:
+                    self._no_writes.notify_all()
         self.stats.add("bytes_stored", len(payload))
 
     def _reserve(self, size: int) -> bool:
         """Count `size` bytes against what may be written before the next scan; False when over it."""
         with self._lock:
+            if self._closed:
+                return False
             if time.monotonic() < self._paused_until or self._written + size > self.slack // 2:
                 self._scan_wanted.set()
                 return False
@@ -289,6 +328,8 @@ class DiskCache:
             temp.unlink()
         except OSError:
             pass
+        if self._closed:
+            return  # `close` gave up on this write and took its file away
         if exc.errno in (errno.ENOSPC, errno.EDQUOT):
             with self._lock:
                 first = self._paused_until == 0.0
@@ -299,6 +340,23 @@ class DiskCache:
             self._scan_wanted.set()
         else:
             log.warning("disk cache %s: cannot write an entry: %s", self.root.parent, exc)
+
+    def close(self, timeout: float = CLOSE_SECONDS) -> None:
+        """Stop writing, as the mount ends: entries under way get `timeout` seconds to be renamed into
+        place, and the temporary files of any still unfinished are deleted (the process ends next:
+        they would only wait, as garbage counted against the cap, for a scan to find them stale)."""
+        with self._lock:
+            self._closed = True
+            finished = self._no_writes.wait_for(lambda: not self._writing, timeout)
+        if finished:
+            return
+        for temp in (self.root / "tmp").glob(f"*.{os.getpid()}.*"):
+            try:
+                temp.unlink()
+            except OSError:
+                pass
+        log.info("disk cache %s: discarded the entries still being written %g s after the mount ended",
+                 self.root.parent, timeout)
 
     # -------------------------------------------------------------- eviction
 
@@ -402,6 +460,21 @@ def read_entry(fd: int, size: int) -> tuple[dict[str, Any], bytes] | None:
     if len(payload) != payload_length or zlib.crc32(payload) != payload_crc or not isinstance(header, dict):
         return None
     return header, payload
+
+
+def _assemble(start: int, stop: int, pieces: list[tuple[int, int]],
+              kept: list[bytes | bytearray]) -> bytes | bytearray:
+    """Bytes [start, stop) from the pieces in it: joined when they tile it, else placed over zeros."""
+    if len(kept) == 1 and pieces[0] == (start, stop):
+        return kept[0]
+    tiled = all(a == b for (_, a), (b, _) in zip(pieces, pieces[1:])) and pieces[0][0] == start \
+        and pieces[-1][1] == stop
+    if tiled:
+        return b"".join(kept)
+    whole = bytearray(stop - start)
+    for (first, last), data in zip(pieces, kept, strict=True):
+        whole[first - start:last - start] = data
+    return whole
 
 
 def entry_is_whole(path: Path) -> bool:

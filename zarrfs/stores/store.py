@@ -291,6 +291,11 @@ class Store:
         self.stats.count("failures")
         raise StoreError(f"{self.display_name}: {what} failed after {tries} tries: {error}")
 
+    def close(self) -> None:
+        """The mount ends: the disk cache finishes (or discards) the entries it is writing."""
+        if self.disk_cache is not None:
+            self.disk_cache.close()
+
     def get(self, key: str) -> bytes | None:
         """The whole value of `key`, or None if it does not exist."""
         return self._read(key, None, None)
@@ -298,6 +303,14 @@ class Store:
     def get_range(self, key: str, start: int, stop: int) -> bytes | None:
         """Bytes [start, stop) of `key`; negative `start` counts from the end."""
         return self._read(key, start, stop)
+
+    def get_run(self, key: str, start: int, stop: int, pieces: list[tuple[int, int]]) -> bytes | None:
+        """Bytes [start, stop) of `key` in one request, as `get_range`; `pieces` are the ranges in it the
+        reader uses (a shard's inner chunks), which the disk cache keeps one by one."""
+        if self.disk_cache is None:
+            return self._read(key, start, stop)
+        return self.disk_cache.get_run(key, start, stop, pieces,
+                                       lambda validators: self._fetch(key, start, stop, validators))
 
     def _read(self, key: str, start: int | None, stop: int | None) -> bytes | None:
         if self.disk_cache is None:
