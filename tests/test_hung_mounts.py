@@ -13,6 +13,7 @@ after --timeout while the rest of the tree serves.
 
 from __future__ import annotations
 
+import errno
 import os
 import signal
 import subprocess
@@ -28,7 +29,7 @@ import zarr
 
 from mountutil import Mount, daemon_pids, is_mounted, mounted_many, run_zarrfs, wait_until
 from remoteutil import remote_mount, stalling_server
-from zarrfs.fuse.connections import FUSECTL, connection_number, fusectl_available
+from zarrfs.fuse.connections import FUSECTL, connection_number, device, fusectl_available
 from zarrfs.fuse.mountpoints import device
 
 CHILDREN = 12
@@ -123,10 +124,20 @@ def assert_nothing_left(mountpoint: Path, devices: set[str]) -> None:
     assert not problems, problems
 
 
-@pytest.fixture(autouse=True)
-def fusectl() -> None:
-    # The connections are checked where the kernel shows them; zarrfs mounts fusectl too when root.
+# Every test here may mount fusectl (`mount -t fusectl`, through zarrfs.fuse.connections), a program the
+# automatic marking cannot see from the tests' own code.
+pytestmark = pytest.mark.clients
+
+
+@pytest.fixture(autouse=True, scope="module")
+def fusectl() -> Iterator[None]:
+    # The connections are checked where the kernel shows them; zarrfs mounts fusectl too when root. What
+    # these tests mounted, they unmount.
+    mounted_before = device(str(FUSECTL)) is not None
     assert fusectl_available(), f"fusectl is not mounted on {FUSECTL} and this user cannot mount it"
+    yield
+    if not mounted_before:
+        subprocess.run(["umount", str(FUSECTL)], capture_output=True, check=False)
 
 
 @contextmanager
@@ -258,7 +269,8 @@ def test_a_stalled_node_fails_after_the_timeout_while_the_rest_serves(hierarchy:
     with stalling_server(hierarchy, r"/deep/slow/\.zarray$|/a03/\d") as server:
         mount = remote_mount(tmp_path, server.url, "--timeout", "2", "--retries", "0", expected_log=(
             r"WARNING zarrfs\.hierarchy\.nodes: .*deep/slow/\.zarray.* no complete answer within 2 s",
-            r"ERROR zarrfs\.fuse\.ops: read /a03\.raw: .* no complete answer within 2 s"))
+            r"ERROR zarrfs\.fuse\.ops: read /a03\.raw: .* no complete answer within 2 s",
+            r"ERROR zarrfs\.fuse\.ops: \w+ /deep/slow(\.raw)?: .*deep/slow/\.zarray.* no complete answer within 2 s"))
         with mounted_many([mount]):
             outcome: dict[str, object] = {}
 
@@ -290,3 +302,8 @@ def test_a_stalled_node_fails_after_the_timeout_while_the_rest_serves(hierarchy:
             assert "ok.raw" in outcome["deep"] and not any(n.startswith("slow") for n in outcome["deep"])  # type: ignore[union-attr]
             assert 1.5 < outcome["deep seconds"] < 10  # type: ignore[operator]
             assert np.frombuffer((mount / "a05.raw").read_bytes(), "u1").tolist() == [5] * 64 * 64
+            # The node left out is EIO for whoever asks for it by name, not a silent ENOENT.
+            for name in ("slow", "slow.raw"):
+                with pytest.raises(OSError) as failed:
+                    os.stat(mount / "deep" / name)
+                assert failed.value.errno == errno.EIO, name

@@ -32,7 +32,7 @@ from .conventions.resolve import SemanticsIndex
 from .conventions.semantics import Semantics
 from .engine.engine import Engine
 from .engine.open_file import OpenFile
-from .errors import IsDirectoryError, NotFoundError
+from .errors import IsDirectoryError, NotFoundError, StoreError
 from .options import EngineOptions
 from .formats import FORMATS, GROUP_SUFFIXES, NC_SUFFIX, OME_TIFF_SUFFIX, VOLUME_FORMATS, json_document
 from .formats.base import DeferredLayout, LazyLayout, Layout
@@ -178,8 +178,17 @@ class VirtualTree:
             raise NotFoundError(f"/{path}: {parent} is a file")
         entry = self.listdir(parent_entry).get(name)
         if entry is None:
-            raise NotFoundError(f"/{path}: no such file")
+            raise self._unreachable(parent_entry.group_path, name) or NotFoundError(f"/{path}: no such file")
         return entry
+
+    def _unreachable(self, group_path: str, name: str) -> StoreError | None:
+        """The store's error when `name` is a child node of the group (or one of its files) whose metadata
+        could not be fetched: EIO for whoever looks it up, not a silent ENOENT. (Broken metadata stays
+        ENOENT: that node is not served, and `zarrfs tree` says why.)"""
+        for child in self.engine.hierarchy.children(group_path):
+            if isinstance(child.error, StoreError) and (name == child.name or name.startswith(child.name + ".")):
+                return child.error
+        return None
 
     def fast_read_entry(self) -> Any:
         """The C function that answers reads of attached files without Python (a capsule)."""
