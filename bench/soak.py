@@ -152,8 +152,9 @@ def oracle_files(mountpoint: Path, store: Path, arrays: dict[str, np.ndarray]) -
             raw = exposed.tobytes()
             npy = io.BytesIO()
             np.save(npy, exposed)
-            tif_layout = FORMATS[".tif"](meta, tree.semantics(meta), name)  # header and trailer from metadata; the region is the oracle's
-            assert tif_layout is not None
+            planned = FORMATS[".tif"](meta, tree.semantics(meta), name)  # header and trailer from metadata; the region is the oracle's
+            assert planned is not None
+            tif_layout = planned.layout  # built (a LazyLayout waits for the first stat)
             tif = tif_layout.header + raw + tif_layout.trailer
             np.testing.assert_array_equal(tifffile.imread(io.BytesIO(tif)).reshape(array.shape), array)
             files += [OracleFile(mountpoint / f"{name}.raw", raw, exposed),

@@ -195,6 +195,9 @@ class Mount:
     def stop(self) -> list[str]:
         """Unmount and end the daemon, whatever state the test left; return what went wrong."""
         problems = []
+        if self.pid is not None and not pid_alive(self.pid):
+            # A killed daemon's fusermount3 watchdog (auto_unmount) unmounts it: let it, not race it.
+            wait_until(lambda: not is_mounted(self.root), 5)
         if is_mounted(self.root) and fusermount(self.root).returncode != 0:
             problems.append(f"{self.root} did not unmount cleanly (a file left open?); detached it")
             fusermount(self.root, lazy=True)
