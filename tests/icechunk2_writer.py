@@ -23,6 +23,7 @@ The answer: {"snapshot": commit 1's id, "icechunk": version}.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -102,4 +103,9 @@ def write(job: dict[str, Any]) -> dict[str, Any]:
 
 if __name__ == "__main__":
     icechunk.set_logs_filter("error")
-    print(json.dumps(write(json.loads(sys.stdin.read()))))
+    print(json.dumps(write(json.loads(sys.stdin.read()))), flush=True)
+    # icechunk's runtime threads can abort the interpreter's finalization (SIGABRT, "PyGILState_Release:
+    # thread state must be current"), as zarrfs's own processes found (fuse.stopper.end_process): the
+    # answer is out, so end without it.
+    sys.stderr.flush()
+    os._exit(0)
