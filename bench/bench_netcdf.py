@@ -8,7 +8,9 @@ the page cache.
 
 Timed commands, each run once per side per repeat, the sides alternating (the order
 turning each repeat), each mounted run on a fresh mount (a cold daemon: every chunk
-fetched from the store files, which are in the page cache, and decoded):
+fetched from the store files, which are in the page cache, and decoded); every timed run,
+on either side, starts on recently used memory (bench_data.recent_memory: on this VM fresh
+memory costs up to ~3 s per GiB on first touch, what no ordinary machine charges):
 
     ncks -O -v t2m FILE out.nc      cdo -s timmean FILE out.nc
 
@@ -26,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -36,7 +39,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_data import DEFAULT_ROOT, warm_page_cache  # noqa: E402
+from bench_data import DEFAULT_ROOT, recent_memory, warm_page_cache  # noqa: E402
 from bench_mount import mounted, stats, zarrfs_mount  # noqa: E402
 
 LAT, LON = 721, 1440
@@ -114,7 +117,7 @@ def main() -> None:
     store, oracle = ensure_data(args.root, args.steps)
     name = store.name.removesuffix(".zarr")
     print(f"store {store} ({sum(f.stat().st_size for f in store.rglob('*') if f.is_file()) / 2**20:.0f} MiB), "
-          f"oracle {oracle} ({oracle.stat().st_size / 2**20:.0f} MiB); machine shared with other work")
+          f"oracle {oracle} ({oracle.stat().st_size / 2**20:.0f} MiB); load average {os.getloadavg()[0]:.1f}")
     results: dict[str, dict[str, list[float]]] = {c: {"mount": [], "oracle": []} for c in COMMANDS}
     with tempfile.TemporaryDirectory(prefix="zarrfs-bench-nc-") as tmp:
         work = Path(tmp)
@@ -124,12 +127,15 @@ def main() -> None:
                 sides = ["mount", "oracle"] if repeat % 2 == 0 else ["oracle", "mount"]
                 for side in sides:
                     warm_page_cache(store)
+                    # Each timed run on recently used memory (bench_data.recent_memory), both sides alike.
                     if side == "oracle":
                         warm_page_cache(oracle)
+                        recent_memory()
                         seconds = run(build(oracle, out))
                     else:
                         mountpoint = work / "mnt"
                         with mounted(zarrfs_mount(store, mountpoint, CACHE), mountpoint):
+                            recent_memory()
                             seconds = run(build(mountpoint / f"{name}.nc", out))
                     out.unlink(missing_ok=True)
                     results[command][side].append(seconds)
@@ -140,6 +146,7 @@ def main() -> None:
         for file in ("t2m.raw", f"{name}.nc", "t2m.raw", f"{name}.nc"):
             warm_page_cache(store)
             with mounted(zarrfs_mount(store, mountpoint, CACHE), mountpoint):
+                recent_memory()
                 cold = run(["dd", f"if={mountpoint / file}", "of=/dev/null", "bs=1M"])
                 warm = run(["dd", f"if={mountpoint / file}", "of=/dev/null", "bs=1M", "iflag=direct"])
             print(f"dd {file:12s} cold daemon {cold:6.2f} s, every chunk cached (direct I/O) {warm:6.2f} s")

@@ -1,7 +1,8 @@
 """`CachedReads.serve_into` (engine/_cached_reads.c) and the Python reader driven by the same random
 plans: grids, dtypes, offsets and sizes at any alignment (header bytes too), chunks evicted from C
 between reads. Wherever C answers, its bytes are the Python reader's and numpy's; it refuses a
-read only when a chunk the read needs is not in C (or the read is not all in the element region)."""
+read only when a chunk the read needs is not in C (or the read is not all in the element region).
+Also a file of two regions over one array, the second byte-swapped (a NetCDF file's variables)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import warnings
 from pathlib import Path
 
 import numpy as np
+import pytest
 import zarr
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -63,8 +65,8 @@ def test_c_and_python_serve_the_same_bytes(tmp_path_factory, grid, plan, seed) -
         handle = VirtualTree(engine, root_name="a").open("/a.npy")
         served = handle.file.c_layout
         assert served is not None
-        token, header, region, itemsize, c_shape, c_edges = served
-        assert (c_shape, c_edges, region) == (shape, edges, truth.nbytes)
+        token, header, region, itemsize, c_shape, c_edges, swap = served
+        assert (c_shape, c_edges, region, swap) == (shape, edges, truth.nbytes, 0)
         table = engine.cache.served.table
         table.open_file(FH, token, header, region, itemsize, c_shape, c_edges)
         table.allow_stream(FH, region)  # a stream's reads are allowed too: every read may be answered
@@ -92,5 +94,59 @@ def test_c_and_python_serve_the_same_bytes(tmp_path_factory, grid, plan, seed) -
             else:
                 inside = offset >= header and offset + size <= header + region
                 assert not inside or not chunks_of(offset, size, header, shape, edges, itemsize) <= in_c
+    finally:
+        engine.close()
+
+
+@settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(grid=grids(), reads=st.lists(st.tuples(st.integers(0, 1 << 12), st.integers(1, 1 << 10)), min_size=1,
+                                    max_size=30),
+       gap=st.integers(0, 9), seed=st.integers(0, 2**32 - 1))
+def test_c_serves_each_region_of_a_file_the_second_byte_swapped(tmp_path_factory, grid, reads, gap,  # noqa: ANN001
+                                                                  seed) -> None:
+    """Regions [0, n) as stored and [n + gap, 2n + gap) with each element's bytes reversed: C answers a
+    read of whole elements within one region with the file's bytes, and nothing else."""
+    shape, edges, dtype = grid
+    itemsize = np.dtype(dtype).itemsize
+    truth = np.random.default_rng(seed).integers(0, 255, size=int(np.prod(shape)) * itemsize, dtype=np.uint8)
+    truth = truth.view(dtype).reshape(shape)
+    path = tmp_path_factory.mktemp("regions") / "a.zarr"
+    endian = "big" if np.dtype(dtype).byteorder == ">" else "little"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        zarr.create_array(str(path), shape=shape, chunks=edges, dtype=dtype, compressors=[ZstdCodec(level=1)],
+                          serializer=BytesCodec(endian=endian) if itemsize > 1 else BytesCodec(),
+                          fill_value=0)[...] = truth
+    engine = Engine.open(str(path), options=EngineOptions(cache_bytes=64 << 20))
+    try:
+        handle = VirtualTree(engine, root_name="a").open("/a.npy")
+        assert handle.file is not None and handle.file.c_layout is not None
+        token, header, n, _, c_shape, c_edges, _ = handle.file.c_layout
+        whole = np.empty(handle.size, np.uint8)
+        handle.read_into(0, whole)  # every chunk cached
+        swap = itemsize if itemsize > 1 else 0
+        second = n + gap
+        table = engine.cache.served.table
+        table.open_file(FH, token, 0, n, itemsize, c_shape, c_edges)
+        table.open_file(FH, token, second, n, itemsize, c_shape, c_edges, swap)
+        table.allow_stream(FH, n)  # every region's stream
+        swapped = truth.byteswap().view(np.uint8).ravel()
+        reference = np.concatenate([truth.view(np.uint8).ravel(), np.zeros(gap, np.uint8), swapped])
+        for where, size in reads:
+            offset = where % (second + n)
+            out = np.full(size, 0xA5, np.uint8)
+            got = table.serve_into(FH, out, offset)
+            in_first = offset + size <= n
+            in_second = offset >= second and offset + size <= second + n and \
+                (swap == 0 or ((offset - second) % swap == 0 and size % swap == 0))
+            assert (got == size) == (in_first or in_second), (offset, size, got)
+            if got >= 0:
+                assert out.tobytes() == reference[offset:offset + size].tobytes()
+        if n > 1:  # (a region at the same begin replaces the one there)
+            with pytest.raises(ValueError, match="overlaps"):
+                table.open_file(FH, token, 1, n - 1, itemsize, c_shape, c_edges)
+        table.close_file(FH)  # every region
+        assert table.serve_into(FH, np.empty(1, np.uint8), 0) < 0
+        assert table.serve_into(FH, np.empty(1, np.uint8), second) < 0
     finally:
         engine.close()

@@ -164,8 +164,8 @@ def ended_within(process: subprocess.Popen, seconds: float) -> bool:
 
 
 def test_kill_9_of_the_daemon_during_discovery_leaves_nothing(hierarchy: Path, tmp_path: Path) -> None:
-    """The daemon is killed while it lists the root (its children's metadata stalled) and a user's
-    `ls` waits on it: the `ls` fails at once, the mount command reports it, nothing is left."""
+    """The daemon is killed while it lists the root in the background (its children's metadata stalled)
+    and a user's `ls` waits on that listing: the `ls` fails at once and nothing is left."""
     with stalling_server(hierarchy, r"/a\d\d/\.zarray$") as server:
         mount = remote_mount(tmp_path, server.url, "--timeout", "120")
         mount.root.mkdir()
@@ -173,8 +173,10 @@ def test_kill_9_of_the_daemon_during_discovery_leaves_nothing(hierarchy: Path, t
             try:
                 mount.launch()
                 assert mount.process is not None
-                assert wait_until(lambda: is_mounted(mount.root) and server.stalled, 60), \
-                    f"the daemon did not mount and reach the stalled metadata ({server.stalled})"
+                # Ready without waiting for the root's children: their metadata is discovered behind.
+                assert ended_within(mount.process, 60), "zarrfs mount waited for the stalled children"
+                assert mount.process.returncode == 0, mount.process.communicate()
+                assert wait_until(lambda: server.stalled, 30), "the root's listing did not start"
                 with blocked_lister(mount.root) as lister:
                     time.sleep(0.5)
                     assert lister.poll() is None, "ls should wait for the root's listing"
@@ -184,12 +186,8 @@ def test_kill_9_of_the_daemon_during_discovery_leaves_nothing(hierarchy: Path, t
                     os.kill(pids[0], signal.SIGKILL)
                     assert ended_within(lister, 5), "ls still waits after the daemon was killed"
                     assert lister.returncode != 0
-                    assert ended_within(mount.process, 5), "zarrfs mount did not return after the daemon died"
                     took = time.monotonic() - killed
-                _, err = mount.process.communicate()
-                assert mount.process.returncode == 1
-                assert "the daemon exited with status -9 before the mount was ready" in err, err
-                print(f"kill -9 during discovery: ls and zarrfs mount ended {took:.2f} s after it")
+                print(f"kill -9 during discovery: ls ended {took:.2f} s after it")
                 assert_nothing_left(mount.root, set(devices.seen))
                 assert devices.seen, "the mount was never seen"
             finally:
@@ -197,13 +195,10 @@ def test_kill_9_of_the_daemon_during_discovery_leaves_nothing(hierarchy: Path, t
         assert not problems, problems
 
 
-@pytest.mark.parametrize("stalled", ["root", "children"])
-def test_a_mount_that_does_not_become_ready_is_stopped_and_cleared(stalled: str, hierarchy: Path,
-                                                                    tmp_path: Path) -> None:
-    """--ready-timeout runs out: before the mount exists (the root's metadata stalls) or after (the
-    root lists only once its children's metadata comes, and a user's `ls` waits on it too)."""
-    pattern = r"^/\.z(group|attrs|metadata)$|^/zarr\.json$" if stalled == "root" else r"/a\d\d/\.zarray$"
-    with stalling_server(hierarchy, pattern) as server:
+def test_a_mount_whose_root_does_not_answer_is_stopped_and_cleared(hierarchy: Path, tmp_path: Path) -> None:
+    """--ready-timeout runs out while the root's own metadata stalls: `zarrfs mount` gives up, says so,
+    and leaves no mount."""
+    with stalling_server(hierarchy, r"^/\.z(group|attrs|metadata)$|^/zarr\.json$") as server:
         mount = remote_mount(tmp_path, server.url, "--timeout", "120", "--ready-timeout", "4",
                              expected_log=STOPPED_LOG)
         mount.root.mkdir()
@@ -212,23 +207,44 @@ def test_a_mount_that_does_not_become_ready_is_stopped_and_cleared(stalled: str,
                 started = time.monotonic()
                 mount.launch()
                 assert mount.process is not None
-                lister = None
-                if stalled == "children":
-                    assert wait_until(lambda: is_mounted(mount.root) and server.stalled, 60), server.stalled
-                    lister = subprocess.Popen(["ls", str(mount.root)], stdout=subprocess.DEVNULL,
-                                              stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
                 assert ended_within(mount.process, 60 + CLEANUP_SECONDS), "zarrfs mount did not give up"
                 took = time.monotonic() - started
                 _, err = mount.process.communicate()
                 assert mount.process.returncode == 1
                 assert "the daemon did not become ready within 4 s; stopped it" in err, err
-                if lister is not None:
-                    assert ended_within(lister, 5), "ls still waits after zarrfs mount gave up"
-                    assert lister.returncode != 0
                 assert server.stalled
-                print(f"readiness ran out ({stalled} stalled): zarrfs mount returned after {took:.1f} s")
+                print(f"readiness ran out (root stalled): zarrfs mount returned after {took:.1f} s")
                 assert_nothing_left(mount.root, set(devices.seen))
-                assert (stalled == "children") == bool(devices.seen), devices.seen
+                assert not devices.seen, devices.seen
+            finally:
+                problems = mount.stop()
+        assert not problems, problems
+
+
+def test_unmount_clears_a_mount_whose_root_listing_stalls(hierarchy: Path, tmp_path: Path) -> None:
+    """The root's children stall: the mount is ready anyway and a user's `ls` waits on the listing;
+    `zarrfs unmount` ends it, the `ls` returns and nothing is left."""
+    with stalling_server(hierarchy, r"/a\d\d/\.zarray$") as server:
+        mount = remote_mount(tmp_path, server.url, "--timeout", "120", expected_log=STOPPED_LOG)
+        mount.root.mkdir()
+        with Devices(mount.root) as devices:
+            try:
+                mount.launch()
+                assert mount.process is not None
+                assert ended_within(mount.process, 60), "zarrfs mount waited for the stalled children"
+                assert mount.process.returncode == 0, mount.process.communicate()
+                assert wait_until(lambda: server.stalled, 30)
+                with blocked_lister(mount.root) as lister:
+                    time.sleep(0.5)
+                    assert lister.poll() is None, "ls should wait for the root's listing"
+                    started = time.monotonic()
+                    result = run_zarrfs("unmount", mount.root, timeout=60)
+                    took = time.monotonic() - started
+                    assert result.returncode == 0, result.stderr
+                    assert ended_within(lister, 5), "ls still waits after the unmount"
+                print(f"stalled root listing: zarrfs unmount took {took:.1f} s")
+                assert_nothing_left(mount.root, set(devices.seen))
+                assert devices.seen
             finally:
                 problems = mount.stop()
         assert not problems, problems

@@ -364,3 +364,28 @@ def test_random_reads_equal_one_sequential_read(mount: Any) -> None:
             assert os.pread(fd, size, offset) == whole[offset:offset + size], (offset, size)
     finally:
         os.close(fd)
+
+
+def test_a_variable_is_answered_in_c_swapped(tmp_path: Path) -> None:
+    """`dd` of a dataset whose float32 variable spans many chunks, every read reaching the daemon:
+    the reads inside the variable are answered in C (swapped to big-endian as they are copied), and
+    the copy is a NetCDF file whose values are the store's."""
+    values = np.random.default_rng(3).standard_normal((16, 181, 360)).astype("<f4")
+    ds = xr.Dataset({"t2m": (("time", "lat", "lon"), values, {"units": "K"})},
+                    coords={"lat": ("lat", np.linspace(90, -90, 181)), "lon": ("lon", np.arange(360.0))})
+    store = tmp_path / "era.zarr"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ds.to_zarr(store, zarr_format=3, mode="w", consolidated=False,
+                   encoding={"t2m": {"chunks": (2, 91, 180)}})
+    copied = tmp_path / "copy.nc"
+    with mounted(store, tmp_path / "mnt", tmp_path / "log") as mount:
+        subprocess.run(["dd", f"if={mount / 'era.nc'}", f"of={copied}", "bs=128k", "iflag=direct", "status=none"],
+                       check=True)
+        stats = json.loads((mount / ".zarrfs-stats.json").read_text())
+    with netCDF4.Dataset(copied) as nc:
+        nc.set_auto_maskandscale(False)
+        assert np.array_equal(nc["t2m"][:], values)
+        assert np.array_equal(nc["lat"][:], ds["lat"].values)
+    # 64 reads of 128 KiB: t2m's block is the file's last 4 MiB, and 31 reads lie wholly inside it.
+    assert stats["reads"]["answered_in_c"] >= 30, stats["reads"]

@@ -82,10 +82,15 @@ class Handle:
     layout: Layout | DeferredLayout | TiledFile | OpenNetcdf
     file: OpenFile | None  # the engine's open file of the array; None for files made of metadata alone
     direct_io: bool = False
+    # What C answers reads through (`attach`, `load_for_c`, `close`): the array's open file, or a
+    # NetCDF file's variables (view_netcdf.OpenNetcdf); None: every read takes the Python path.
+    c_file: OpenFile | OpenNetcdf | None = None
 
     def __post_init__(self) -> None:
         self._read_region: Callable[[int, int, np.ndarray], Any] = _no_region if self.file is None \
             else self.file.read_region
+        if self.c_file is None:
+            self.c_file = self.file
 
     @property
     def size(self) -> int:
@@ -97,17 +102,17 @@ class Handle:
 
     def load_for_c(self, offset: int, out: np.ndarray, write: bool) -> int | None:
         """A read C missed (`OpenFile.load_for_c`): only ever for a file `attach` gave to C."""
-        assert self.file is not None
-        return self.file.load_for_c(offset, out, write)
+        assert self.c_file is not None
+        return self.c_file.load_for_c(offset, out, write)
 
     def attach(self, number: int) -> bool:
         """The front numbered this open file: reads the engine can answer in C go there from now
         on (engine/open_file.py). Whether any will."""
-        return self.file is not None and self.file.attach(number)
+        return self.c_file is not None and self.c_file.attach(number)
 
     def close(self) -> None:
-        if self.file is not None:
-            self.file.close()
+        if self.c_file is not None:
+            self.c_file.close()
 
 
 def _group_document(group: GroupMeta, collection: CollectionFile) -> Layout:
@@ -136,6 +141,7 @@ class VirtualTree:
     # a metadata refresh (--metadata-ttl) makes them stale.
     _dirs: dict[str, tuple[int, dict[str, Entry]]] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    _building: dict[str, threading.Lock] = field(default_factory=dict)  # directories being built, see listdir
     _semantics: SemanticsIndex = field(init=False)
 
     def __post_init__(self) -> None:
@@ -216,7 +222,8 @@ class VirtualTree:
         if isinstance(layout, NetcdfFile):
             # Variables of several arrays, each with its own read stream; page-cached like any
             # file (scipy maps it into memory, which direct_io forbids).
-            return Handle(layout.opened(), None)
+            opened = layout.opened()
+            return Handle(opened, None, c_file=opened)
         if entry.array_path is None:
             return Handle(layout, None)
         # The C path answers reads of a plain layout, whose element region is the array's C-order bytes.
@@ -224,14 +231,28 @@ class VirtualTree:
         return Handle(layout, self.engine.open_file(entry.array_path, region))
 
     def listdir(self, directory: DirEntry) -> dict[str, Entry]:
+        """The directory's entries, built once per hierarchy generation. One build at a time per
+        directory: a caller that finds it under way (the root's background listing, a second `ls`)
+        waits for it and takes its result instead of deciding every file again."""
+        path = directory.group_path
         generation = self.engine.hierarchy.generation
         with self._lock:
-            cached = self._dirs.get(directory.group_path)
-        if cached is not None and cached[0] == generation:
-            return cached[1]
-        entries = self._build_dir(directory.group_path)
-        with self._lock:
-            self._dirs[directory.group_path] = (generation, entries)
+            cached = self._dirs.get(path)
+            if cached is not None and cached[0] == generation:
+                return cached[1]
+            building = self._building.setdefault(path, threading.Lock())
+        with building:
+            with self._lock:
+                cached = self._dirs.get(path)
+            if cached is not None and cached[0] == generation:
+                return cached[1]
+            try:
+                entries = self._build_dir(path)
+                with self._lock:
+                    self._dirs[path] = (generation, entries)
+            finally:
+                with self._lock:
+                    self._building.pop(path, None)
         return entries
 
     # -------------------------------------------------------------- internal

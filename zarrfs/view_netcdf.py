@@ -10,6 +10,7 @@ An OME-Zarr image group is no dataset: its arrays are the levels of one image.
 
 from __future__ import annotations
 
+import bisect
 import logging
 from dataclasses import dataclass
 
@@ -17,13 +18,18 @@ import numpy as np
 
 from .conventions.image import images_of_group
 from .engine.engine import Engine
+from .engine.open_file import OpenFile
 from .engine.readahead import ReadStream
+from .engine.reader import ArrayReader
 from .errors import ZarrfsError
 from .formats.netcdf import CDF5_SUFFIX, NC_SUFFIX, NetcdfLayout, is_dataset_group, netcdf_plan
 from .hierarchy import Hierarchy
 from .model.meta import ArrayMeta, GroupMeta
 
 log = logging.getLogger(__name__)
+
+# The conversions whose block is the array's bytes as they are, or byte-swapped: what C copies.
+C_CONVERSIONS = ("copy", "swap")
 
 
 class StaleFileError(ZarrfsError):
@@ -54,11 +60,20 @@ class NetcdfFile:
 
 
 class OpenNetcdf:
-    """One open NetCDF file: a read stream per variable."""
+    """One open NetCDF file: a read stream per variable.
+
+    C answers reads that lie within one variable whose block is its array's
+    bytes (`copy`) or those bytes byte-swapped (`swap`, the usual little-endian
+    array), from cached chunks, swapping as it copies (engine/_cached_reads.c:
+    one region per variable); the header, the padding, converted variables
+    (casts, int64 as double, strings) and reads across blocks come here.
+    """
 
     def __init__(self, file: NetcdfFile) -> None:
         self.file = file
         self._streams = [ReadStream() for _ in file.layout.variables]
+        self._in_c: list[OpenFile] = []  # the variables C answers, by the begin of their block
+        self._begins: list[int] = []
 
     @property
     def size(self) -> int:
@@ -67,13 +82,40 @@ class OpenNetcdf:
     def read_into(self, offset: int, out: np.ndarray, read_region: object = None) -> int:
         return self.file.layout.read_into(offset, out, self._read_array)
 
+    def attach(self, handle: int) -> bool:
+        """Give C the variables it can answer (`view.Handle.attach`); whether it took any."""
+        for index, variable in enumerate(self.file.layout.variables):
+            if variable.conversion not in C_CONVERSIONS or not variable.nbytes:
+                continue
+            opened = OpenFile(self._reader(index), (variable.begin, variable.nbytes),
+                              swap=variable.conversion == "swap", stream=self._streams[index])
+            if opened.attach(handle):
+                self._in_c.append(opened)
+        self._in_c.sort(key=lambda opened: opened.c_layout[1] if opened.c_layout else 0)
+        self._begins = [opened.c_layout[1] for opened in self._in_c if opened.c_layout]
+        return bool(self._in_c)
+
+    def load_for_c(self, offset: int, out: np.ndarray, write: bool) -> int | None:
+        """A read C missed, within one variable it answers (`OpenFile.load_for_c`)."""
+        found = bisect.bisect_right(self._begins, offset) - 1
+        assert found >= 0, f"C missed a read at {offset}, before every variable it answers"
+        return self._in_c[found].load_for_c(offset, out, write)
+
+    def close(self) -> None:
+        for opened in self._in_c:
+            opened.close()
+        self._in_c, self._begins = [], []
+
     def _read_array(self, index: int, start: int, stop: int, target: np.ndarray) -> None:
+        self._reader(index).read_into(start, stop, target, self._streams[index])
+
+    def _reader(self, index: int) -> ArrayReader:
         variable = self.file.layout.variables[index]
         reader = self.file.engine.reader(variable.array_path)
         if reader.meta.dtype != variable.source or reader.meta.shape != variable.shape:
             raise StaleFileError(f"/{variable.array_path} changed under an open NetCDF file (a metadata "
                                  "refresh): open the file again")
-        reader.read_into(start, stop, target, self._streams[index])
+        return reader
 
 
 def dataset_arrays(hierarchy: Hierarchy, group: GroupMeta) -> list[tuple[str, ArrayMeta]] | None:

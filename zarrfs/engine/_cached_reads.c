@@ -42,6 +42,10 @@
  *   files it has read that way (`add_file`, a bounded number); C keeps its
  *   own descriptor and reads the wanted rows with `preadv`, outside the lock,
  *   like any copy.
+ * - An open file may have several element regions (a NetCDF file: one per variable, each an
+ *   array's C-order bytes), each its own entry with its own stream; a read is answered only
+ *   within one region. A region may ask for its elements byte-swapped (NetCDF is big-endian):
+ *   the copy is swapped in place, and a read not made of whole elements takes the Python path.
  * - Chunks it served are marked touched; the cache gives a touched chunk a
  *   second chance before evicting it, as if the read had moved it to the
  *   end of its LRU order.
@@ -113,6 +117,7 @@ typedef struct File {
     uint64_t token;
     int64_t region_start, region_bytes; /* the element region's bytes in the file */
     int64_t itemsize;
+    int swap; /* byte-swap each element of this size in the reply (0: as stored) */
     int ndim;
     int64_t shape[MAX_DIMS], edges[MAX_DIMS], counts[MAX_DIMS];
     int64_t next_offset; /* -1 before the first read */
@@ -159,11 +164,21 @@ static Chunk *find_chunk(const CachedReads *self, uint64_t token, int64_t index)
     return NULL;
 }
 
-static File *find_file(const CachedReads *self, uint64_t fh) {
-    for (File *f = self->files[fh & 63]; f != NULL; f = f->next)
-        if (f->fh == fh)
+/* The region of open file `fh` that holds byte `offset` of the file; else the first region after
+ * it (where a read of a header is heading), else any: the region whose stream the read belongs to.
+ * (A file of one region, every `.raw`, has all its reads in that region's stream.) */
+static File *find_file(const CachedReads *self, uint64_t fh, int64_t offset) {
+    File *after = NULL, *any = NULL;
+    for (File *f = self->files[fh & 63]; f != NULL; f = f->next) {
+        if (f->fh != fh)
+            continue;
+        if (offset >= f->region_start && offset - f->region_start < f->region_bytes)
             return f;
-    return NULL;
+        if (f->region_start > offset && (after == NULL || f->region_start < after->region_start))
+            after = f;
+        any = f;
+    }
+    return after != NULL ? after : any;
 }
 
 static int grow_chunks(CachedReads *self) {
@@ -233,10 +248,11 @@ static void free_chunk(CachedReads *self, Chunk *chunk) {
 }
 
 /* Unlink the file `fh` (the caller frees it), or NULL. */
-static File *unlink_file(CachedReads *self, uint64_t fh) {
+/* The region of `fh` that begins at `region_start` (any of its regions for -1), taken out. */
+static File *unlink_file(CachedReads *self, uint64_t fh, int64_t region_start) {
     for (File **link = &self->files[fh & 63]; *link != NULL; link = &(*link)->next) {
         File *f = *link;
-        if (f->fh == fh) {
+        if (f->fh == fh && (region_start < 0 || f->region_start == region_start)) {
             *link = f->next;
             return f;
         }
@@ -328,6 +344,32 @@ static void unpin_chunks(CachedReads *self, Chunk *const *chunks, int n) {
 static long answer_read(CachedReads *self, uint64_t fh, char *out, size_t size, int64_t offset, int64_t until,
                         int64_t began, int *missed);
 
+/* Reverse the bytes of each `itemsize`-byte element of `data` (`bytes` a multiple of it). */
+static void swap_elements(char *data, int64_t bytes, int itemsize) {
+    if (itemsize == 2) {
+        for (int64_t i = 0; i < bytes; i += 2) {
+            uint16_t v;
+            memcpy(&v, data + i, 2);
+            v = __builtin_bswap16(v);
+            memcpy(data + i, &v, 2);
+        }
+    } else if (itemsize == 4) {
+        for (int64_t i = 0; i < bytes; i += 4) {
+            uint32_t v;
+            memcpy(&v, data + i, 4);
+            v = __builtin_bswap32(v);
+            memcpy(data + i, &v, 4);
+        }
+    } else if (itemsize == 8) {
+        for (int64_t i = 0; i < bytes; i += 8) {
+            uint64_t v;
+            memcpy(&v, data + i, 8);
+            v = __builtin_bswap64(v);
+            memcpy(data + i, &v, 8);
+        }
+    }
+}
+
 static long serve(void *table, uint64_t fh, char *out, size_t size, int64_t offset, int *missed) {
     return answer_read(table, fh, out, size, offset, -1, now_ns(), missed);
 }
@@ -350,17 +392,20 @@ static long answer_read(CachedReads *self, uint64_t fh, char *out, size_t size, 
     Chunk *used[MAX_PIECES_PER_READ];
     FilePiece from_files[MAX_PIECES_PER_READ];
     MemoryPiece from_memory[MAX_PIECES_PER_READ];
-    int pieces = 0, file_pieces = 0, memory_pieces = 0, in_stream = 0, loaded = until >= 0;
+    int pieces = 0, file_pieces = 0, memory_pieces = 0, in_stream = 0, loaded = until >= 0, swap = 0;
     *missed = 0;
     /* Every sum below stays within int64 only for offsets and sizes whose bytes an int64 can
      * address: anything else is not served here. */
     if (offset < 0 || size == 0 || size > MAX_READ_BYTES || offset > INT64_MAX - (int64_t)size)
         return -1;
     pthread_mutex_lock(&self->lock);
-    File *f = find_file(self, fh);
+    File *f = find_file(self, fh, offset);
     if (f == NULL)
         goto done;
     int64_t start = offset - f->region_start, stop = start + (int64_t)size;
+    swap = f->swap;
+    if (swap > 1 && (start % swap != 0 || (int64_t)size % swap != 0)) /* part of an element: Python's */
+        goto done;
     if (loaded)
         f->stream_until = until;
     else
@@ -438,6 +483,8 @@ done:
                 memcpy(from_memory[i].to, from_memory[i].from, (size_t)from_memory[i].bytes);
             if (read_file_pieces(from_files, file_pieces) < 0)
                 answer = -1;
+            else if (swap > 1)
+                swap_elements(out, (int64_t)size, swap);
         }
         pthread_mutex_lock(&self->lock);
         unpin_chunks(self, used, pieces);
@@ -721,14 +768,19 @@ static PyObject *open_file(CachedReads *self, PyObject *args) {
     unsigned long long fh, token;
     long long region_start, region_bytes, itemsize;
     PyObject *shape, *edges;
-    if (!PyArg_ParseTuple(args, "KKLLLOO:open_file", &fh, &token, &region_start, &region_bytes, &itemsize,
-                          &shape, &edges))
+    int swap = 0;
+    if (!PyArg_ParseTuple(args, "KKLLLOO|i:open_file", &fh, &token, &region_start, &region_bytes, &itemsize,
+                          &shape, &edges, &swap))
         return NULL;
     Py_ssize_t ndim = PySequence_Size(shape);
     if (ndim < 0)
         return NULL;
     if (ndim < 1 || ndim > MAX_DIMS || region_start < 0 || region_bytes < 0 || itemsize < 1) {
         PyErr_SetString(PyExc_ValueError, "open_file: 1 to 32 dimensions, a region and an item size");
+        return NULL;
+    }
+    if (swap != 0 && swap != 1 && !((swap == 2 || swap == 4 || swap == 8) && swap == itemsize)) {
+        PyErr_SetString(PyExc_ValueError, "open_file: swap is 0, or the item size (2, 4 or 8)");
         return NULL;
     }
     File *f = PyMem_RawCalloc(1, sizeof(File));
@@ -739,6 +791,7 @@ static PyObject *open_file(CachedReads *self, PyObject *args) {
     f->region_start = region_start;
     f->region_bytes = region_bytes;
     f->itemsize = itemsize;
+    f->swap = swap;
     f->ndim = (int)ndim;
     f->next_offset = -1;
     int64_t array_bytes;
@@ -760,7 +813,17 @@ static PyObject *open_file(CachedReads *self, PyObject *args) {
         f->counts[axis] = f->shape[axis] / f->edges[axis] + (f->shape[axis] % f->edges[axis] != 0);
     }
     pthread_mutex_lock(&self->lock);
-    File *old = unlink_file(self, fh);
+    File *old = unlink_file(self, fh, region_start);
+    for (File *other = self->files[fh & 63]; other != NULL; other = other->next) {
+        if (other->fh == fh && region_start < other->region_start + other->region_bytes
+                && other->region_start < region_start + region_bytes) {
+            pthread_mutex_unlock(&self->lock);
+            PyMem_RawFree(old);
+            PyMem_RawFree(f);
+            return PyErr_Format(PyExc_ValueError, "open_file: the region at %lld overlaps the file's region at %lld",
+                                region_start, (long long)other->region_start);
+        }
+    }
     f->next = self->files[fh & 63];
     self->files[fh & 63] = f;
     pthread_mutex_unlock(&self->lock);
@@ -772,22 +835,26 @@ static PyObject *close_file(CachedReads *self, PyObject *args) {
     unsigned long long fh;
     if (!PyArg_ParseTuple(args, "K:close_file", &fh))
         return NULL;
-    pthread_mutex_lock(&self->lock);
-    File *gone = unlink_file(self, fh);
-    pthread_mutex_unlock(&self->lock);
-    PyMem_RawFree(gone);
+    for (;;) { /* every region of the file */
+        pthread_mutex_lock(&self->lock);
+        File *gone = unlink_file(self, fh, -1);
+        pthread_mutex_unlock(&self->lock);
+        if (gone == NULL)
+            break;
+        PyMem_RawFree(gone);
+    }
     Py_RETURN_NONE;
 }
 
 static PyObject *allow_stream(CachedReads *self, PyObject *args) {
     unsigned long long fh;
-    long long until;
-    if (!PyArg_ParseTuple(args, "KL:allow_stream", &fh, &until))
+    long long until, region_start = -1;
+    if (!PyArg_ParseTuple(args, "KL|L:allow_stream", &fh, &until, &region_start))
         return NULL;
     pthread_mutex_lock(&self->lock);
-    File *f = find_file(self, fh);
-    if (f != NULL)
-        f->stream_until = until;
+    for (File *f = self->files[fh & 63]; f != NULL; f = f->next)
+        if (f->fh == fh && (region_start < 0 || f->region_start == region_start))
+            f->stream_until = until;
     pthread_mutex_unlock(&self->lock);
     Py_RETURN_NONE;
 }
@@ -931,11 +998,14 @@ static PyMethodDef cached_reads_methods[] = {
      "remove_array(token): forget every chunk of it, and the array (see `register_array`)."},
     {"clear_chunks", (PyCFunction)clear_chunks, METH_NOARGS, "Forget every chunk."},
     {"open_file", (PyCFunction)open_file, METH_VARARGS,
-     "open_file(fh, token, region_start, region_bytes, itemsize, shape, chunk_edges)"},
+     "open_file(fh, token, region_start, region_bytes, itemsize, shape, chunk_edges, swap=0): a region of "
+     "open file fh (replacing its region at region_start) holds the array's C-order bytes, each element "
+     "byte-swapped when swap is the item size"},
     {"close_file", (PyCFunction)close_file, METH_VARARGS, "close_file(fh)"},
     {"allow_stream", (PyCFunction)allow_stream, METH_VARARGS,
-     "allow_stream(fh, until): reads continuing the file's sequential stream may be answered here while "
-     "they end at or before byte `until` of the element region (0: none)."},
+     "allow_stream(fh, until, region_start=-1): reads continuing the sequential stream of the file's region "
+     "at region_start (every region: -1) may be answered here while they end at or before byte `until` of "
+     "that region (0: none)."},
     {"serve_into", (PyCFunction)(void (*)(void))serve_into, METH_VARARGS | METH_KEYWORDS,
      "serve_into(fh, out, offset, *, loaded_until=-1) -> int: `serve` for a writable buffer (len(out) "
      "bytes): bytes, -2 for a miss loading can mend, -1 for anything else (OverflowError for an offset "

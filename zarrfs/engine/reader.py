@@ -101,7 +101,7 @@ class ArrayReader:
                 granted = stream.c_until
                 sequential = self._track(stream, start, stop)
                 if stream.c_handle is not None and (granted or stream.c_until):
-                    self.cache.served.allow_stream(stream.c_handle, stream.c_until)
+                    self.cache.served.allow_stream(stream.c_handle, stream.c_region, stream.c_until)
             if sequential:
                 window_bytes = self.readahead.window_bytes
                 if size < window_bytes:  # a window pays for small reads
@@ -127,7 +127,7 @@ class ArrayReader:
             if all(self.cache.served.holds(key, value) for key, value in values.items()):
                 return until
         self._fill_bytes(start, stop, out)
-        self.cache.served.allow_stream(stream.c_handle, until)
+        self.cache.served.allow_stream(stream.c_handle, stream.c_region, until)
         return None
 
     def fill_region(self, start: int, stop: int, out: np.ndarray) -> None:

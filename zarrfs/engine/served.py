@@ -153,9 +153,10 @@ class ServedChunks:
     def close_file(self, handle: int) -> None:
         self.table.close_file(handle)
 
-    def allow_stream(self, handle: int, until: int) -> None:
-        """C may answer the reads of open file `handle`'s stream up to byte `until` of its region."""
-        self.table.allow_stream(handle, until)
+    def allow_stream(self, handle: int, region: int, until: int) -> None:
+        """C may answer the reads of the stream of open file `handle`'s region beginning at file offset
+        `region` up to byte `until` of that region."""
+        self.table.allow_stream(handle, until, region)
 
     def counters(self) -> dict[str, Any]:
         """The reads C answered and its latency histogram (`CachedReads.counters`)."""

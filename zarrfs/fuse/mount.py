@@ -3,8 +3,8 @@
 Background mode runs the daemon as a fresh `zarrfs mount --foreground`
 process (no fork of a process that may already have threads: fsspec starts
 an event-loop thread on first use). The child reports over a pipe:
-`MOUNTED <major:minor>` once the kernel mount exists, then `READY` once the
-root lists, or `ERROR <message>` before giving up; the parent returns only
+`MOUNTED <major:minor>` once the kernel mount exists, then `READY` (the root's
+metadata was read before mounting), or `ERROR <message>` before giving up; the parent returns only
 then, and clears what a daemon that failed or died left behind.
 """
 
@@ -274,29 +274,28 @@ def serve(options: MountOptions, report: Callable[[str], None] | None = None) ->
     trimmer = HeapTrimmer(trim_slack(options.engine.cache_bytes))
 
     def ready() -> None:
-        # libfuse's init ran, so the kernel mount exists: a signal from now on
-        # is a normal stop, even one sent as soon as the mount lists, before
-        # the check below notices.
+        # libfuse's init ran, so the kernel mount exists: a signal from now on is a normal stop.
         served.set()
         # The parent's handle on this mount's FUSE connection, should it have to clear it.
         report(f"MOUNTED {device(mountpoint)}")
-        # The root must list. Asked of the operations themselves, never through the mount point: a
-        # request from one of our own threads to our own mount, caught by a stop, waits forever
-        # uninterruptibly and holds the FUSE device open, so that the connection outlives the daemon.
-        try:
-            operations.readdir("/", None)
-        except OSError as exc:
-            served.clear()  # the stop below is a failure
-            report(f"ERROR the root of the mount cannot be listed: {exc.strerror or exc}")
-            # The caller has been told it failed: do not stay mounted behind its back.
-            # libfuse's SIGTERM handler ends the loop and unmounts.
-            os.kill(os.getpid(), signal.SIGTERM)
-            return
+        # Ready once the kernel mount exists: the root's metadata was read before mounting (of_source), so
+        # the root answers at once. Its listing (each child's metadata: 10,000 arrays take seconds) is not
+        # waited for; it starts now in the background and a first `ls` joins it (VirtualTree.listdir).
+        # Built from the operations themselves, never through the mount point: a request from one of our
+        # own threads to our own mount, caught by a stop, waits forever uninterruptibly and holds the
+        # FUSE device open, so that the connection outlives the daemon.
+        threading.Thread(target=list_root_ahead, name="zarrfs-root-listing", daemon=True).start()
         raise_readahead(mountpoint, READ_AHEAD_LOCAL_KB if tree.source_is_local() else READ_AHEAD_REMOTE_KB)
         trimmer.start()  # a thread: only now, in the daemon (see memory.py)
         log.info("mounted %s on %s", tree.source_display_name(), mountpoint)
         sd_notify("READY=1")
         report("READY")
+
+    def list_root_ahead() -> None:
+        try:
+            operations.readdir("/", None)
+        except OSError:
+            pass  # logged at the operations' boundary; whoever lists the root gets the error too
 
     class Operations(ZarrOperations):
         def init_with_config(self, conn: Any, config: Any) -> None:
