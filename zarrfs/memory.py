@@ -20,6 +20,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import functools
+import gc
 import os
 import sys
 import threading
@@ -69,6 +70,28 @@ def tune_process() -> None:
     """Process-wide settings for a long-running zarrfs process (the daemon, benchmarks)."""
     tune_malloc()
     tune_blosc()
+    tune_gc()
+
+
+# Allocations between collections of the youngest generation (CPython's default: 700, 2,000 from 3.13).
+GC_THRESHOLD = 20_000
+
+
+def tune_gc() -> None:
+    """Collect cyclic garbage less often, and never scan what the process holds from its start.
+
+    Listing a hierarchy makes many small objects that live as long as the
+    mount (metadata, directory entries, file layouts) and almost no cycles:
+    at the default threshold the collector's passes over them took a quarter
+    of the time to build the 16,724 entries of a 96-well plate (1.36 s, 1.03 s
+    this way; a flat group of 10,000 arrays 2.0 s and 1.6 s). The older
+    generations keep their default ratios, so a cycle (an exception's
+    traceback holding a chunk) is still collected within a few hundred
+    thousand allocations, a fraction of a second of serving reads.
+    """
+    gc.freeze()  # the modules and the root's metadata: never garbage
+    _, middle, oldest = gc.get_threshold()
+    gc.set_threshold(GC_THRESHOLD, middle, oldest)
 
 
 def tune_blosc() -> None:
