@@ -6,6 +6,11 @@ before it leaves any of them. The policy loads ahead in whole bands and never
 claims more of the cache than it has left beside the band being read, so each
 chunk decodes once; when the budget cannot hold a band it says which would.
 
+A stream is loaded ahead by its window, which starts at one band and doubles
+with each read, but no further than the stream has read in sequence until it
+has read a band's worth (`Readahead.reach`): a short run (a slab of a few MiB)
+is not taken for the start of a long one.
+
 A sequential stream also gets its bytes assembled a window at a time (the
 per-chunk Python work is paid once per window instead of once per FUSE read).
 Readahead of all streams together is bounded too (budget.py):
@@ -69,6 +74,7 @@ class ReadStream:
     """
 
     next_offset: int = -1
+    run_start: int = 0  # where the stream's current sequential run began
     window: int = 0  # readahead window, bytes
     prefetched_until: int = 0
     sequential: bool = False
@@ -159,6 +165,7 @@ class Readahead:
             or 0 <= stream.next_offset <= start <= stream.c_until + stream_reach(stop - start)
         stream.next_offset = max(stop, stream.next_offset) if stream.sequential else stop
         if not stream.sequential:
+            stream.run_start = start
             stream.band_index = -1  # `passed` starts afresh when the stream turns sequential
         elif self._band_advice is not None:
             advice, self._band_advice = self._band_advice, None
@@ -176,20 +183,29 @@ class Readahead:
         if first_read:
             return []
         stream.window = min(self.readahead_max, 2 * stream.window if stream.window else self.band_bytes)
+        reach = self.reach(stream)
         ahead_start = max(stop, stream.prefetched_until)
-        ahead_stop = min(self.nbytes, stop + stream.window)
+        ahead_stop = min(self.nbytes, stop + reach)
         # Top up in batches, not one chunk per read: whole groups of bands for a
-        # sharded array (see `_step`), else a quarter window at a time.
+        # sharded array (see `_step`), else a quarter of the reach at a time.
         if self.step:
             if ahead_stop < self.nbytes:
                 ahead_stop -= ahead_stop % self.step
             if ahead_start >= ahead_stop:
                 return []
-        elif ahead_start >= ahead_stop or (ahead_stop - ahead_start < stream.window // 4 and ahead_stop < self.nbytes):
+        elif ahead_start >= ahead_stop or (ahead_stop - ahead_start < reach // 4 and ahead_stop < self.nbytes):
             return []
         stream.prefetched_until = ahead_stop
         first, last, _ = element_range(ahead_start, ahead_stop, self.itemsize)
         return chunks_of_elements(self.grid, first, last)
+
+    def reach(self, stream: ReadStream) -> int:
+        """How far past its last read a sequential stream is loaded ahead: its window, but no more
+        than the stream has read in sequence until it has read a band's worth. A slab read (one
+        time step of a NetCDF variable, a few MiB with the kernel's readahead) looks like the start
+        of a stream; ahead of it by its window, readahead would decode bands nobody reads."""
+        run = stream.next_offset - stream.run_start
+        return stream.window if run >= self.band_bytes else min(stream.window, run)
 
     def passed(self, stream: ReadStream, start: int) -> list[Coords]:
         """The chunks of the bands a sequential stream has just left behind (often none).
@@ -225,7 +241,7 @@ class Readahead:
             until = axis.start(stream.band_index + 1) * self.row_elements * self.itemsize + self.passed_slack
         if self.readahead_max > 0 and stream.prefetched_until < self.nbytes:
             window = stream.window
-            if window < self.readahead_max:
+            if window < self.readahead_max or self.reach(stream) < window:
                 return 0
             # `track` loads ahead once a read ends at `due`: the window has moved a quarter past
             # what is loaded, or (sharded) past the next batch boundary, or reaches the end.
