@@ -46,20 +46,26 @@ def chunks_of(offset: int, size: int, header: int, shape: tuple[int, ...], edges
     return set(np.ravel_multi_index([c // edge for c, edge in zip(coords, edges, strict=True)], counts).tolist())
 
 
-@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(grid=grids(), plan=plans, seed=st.integers(0, 2**32 - 1))
-def test_c_and_python_serve_the_same_bytes(tmp_path_factory, grid, plan, seed) -> None:  # noqa: ANN001
+def _written(path: Path, grid: tuple[tuple[int, ...], tuple[int, ...], str], seed: int) -> tuple[np.ndarray, Path]:
+    """Random values of the grid's shape and dtype, and the zstd Zarr v3 array zarr-python wrote of them."""
     shape, edges, dtype = grid
-    rng = np.random.default_rng(seed)
-    truth = rng.integers(0, 255, size=int(np.prod(shape)) * np.dtype(dtype).itemsize, dtype=np.uint8)
+    itemsize = np.dtype(dtype).itemsize
+    truth = np.random.default_rng(seed).integers(0, 255, size=int(np.prod(shape)) * itemsize, dtype=np.uint8)
     truth = truth.view(dtype).reshape(shape)
-    path = tmp_path_factory.mktemp("plan") / "a.zarr"
     endian = "big" if np.dtype(dtype).byteorder == ">" else "little"
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         zarr.create_array(str(path), shape=shape, chunks=edges, dtype=dtype, compressors=[ZstdCodec(level=1)],
-                          serializer=BytesCodec(endian=endian) if np.dtype(dtype).itemsize > 1 else BytesCodec(),
+                          serializer=BytesCodec(endian=endian) if itemsize > 1 else BytesCodec(),
                           fill_value=0)[...] = truth
+    return truth, path
+
+
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(grid=grids(), plan=plans, seed=st.integers(0, 2**32 - 1))
+def test_c_and_python_serve_the_same_bytes(tmp_path_factory, grid, plan, seed) -> None:  # noqa: ANN001
+    shape, edges, _ = grid
+    truth, path = _written(tmp_path_factory.mktemp("plan") / "a.zarr", grid, seed)
     engine = Engine.open(str(path), options=EngineOptions(cache_bytes=64 << 20))
     try:
         handle = VirtualTree(engine, root_name="a").open("/a.npy")
@@ -106,17 +112,8 @@ def test_c_serves_each_region_of_a_file_the_second_byte_swapped(tmp_path_factory
                                                                   seed) -> None:
     """Regions [0, n) as stored and [n + gap, 2n + gap) with each element's bytes reversed: C answers a
     read of whole elements within one region with the file's bytes, and nothing else."""
-    shape, edges, dtype = grid
-    itemsize = np.dtype(dtype).itemsize
-    truth = np.random.default_rng(seed).integers(0, 255, size=int(np.prod(shape)) * itemsize, dtype=np.uint8)
-    truth = truth.view(dtype).reshape(shape)
-    path = tmp_path_factory.mktemp("regions") / "a.zarr"
-    endian = "big" if np.dtype(dtype).byteorder == ">" else "little"
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        zarr.create_array(str(path), shape=shape, chunks=edges, dtype=dtype, compressors=[ZstdCodec(level=1)],
-                          serializer=BytesCodec(endian=endian) if itemsize > 1 else BytesCodec(),
-                          fill_value=0)[...] = truth
+    itemsize = np.dtype(grid[2]).itemsize
+    truth, path = _written(tmp_path_factory.mktemp("regions") / "a.zarr", grid, seed)
     engine = Engine.open(str(path), options=EngineOptions(cache_bytes=64 << 20))
     try:
         handle = VirtualTree(engine, root_name="a").open("/a.npy")

@@ -163,17 +163,20 @@ def ended_within(process: subprocess.Popen, seconds: float) -> bool:
 # ------------------------------------------------------------------ cases
 
 
-def test_kill_9_of_the_daemon_during_discovery_leaves_nothing(hierarchy: Path, tmp_path: Path) -> None:
-    """The daemon is killed while it lists the root in the background (its children's metadata stalled)
-    and a user's `ls` waits on that listing: the `ls` fails at once and nothing is left."""
+@pytest.mark.parametrize("stop", [signal.SIGKILL, signal.SIGTERM], ids=["kill -9", "SIGTERM"])
+def test_a_daemon_stopped_while_its_root_listing_stalls_leaves_nothing(stop: signal.Signals, hierarchy: Path,
+                                                                       tmp_path: Path) -> None:
+    """The root's children stall: the mount is ready anyway (their metadata is discovered behind) and
+    a user's `ls` waits on the listing. kill -9 of the daemon fails the `ls` at once; SIGTERM (what
+    `systemctl stop` sends) within the daemon's grace. Nothing is left."""
+    expected = () if stop == signal.SIGKILL else STOPPED_LOG
     with stalling_server(hierarchy, r"/a\d\d/\.zarray$") as server:
-        mount = remote_mount(tmp_path, server.url, "--timeout", "120")
+        mount = remote_mount(tmp_path, server.url, "--timeout", "120", expected_log=expected)
         mount.root.mkdir()
         with Devices(mount.root) as devices:
             try:
                 mount.launch()
                 assert mount.process is not None
-                # Ready without waiting for the root's children: their metadata is discovered behind.
                 assert ended_within(mount.process, 60), "zarrfs mount waited for the stalled children"
                 assert mount.process.returncode == 0, mount.process.communicate()
                 assert wait_until(lambda: server.stalled, 30), "the root's listing did not start"
@@ -182,12 +185,13 @@ def test_kill_9_of_the_daemon_during_discovery_leaves_nothing(hierarchy: Path, t
                     assert lister.poll() is None, "ls should wait for the root's listing"
                     pids = daemon_pids(mount.root)
                     assert len(pids) == 1, pids
-                    killed = time.monotonic()
-                    os.kill(pids[0], signal.SIGKILL)
-                    assert ended_within(lister, 5), "ls still waits after the daemon was killed"
+                    started = time.monotonic()
+                    os.kill(pids[0], stop)
+                    limit = 5 if stop == signal.SIGKILL else CLEANUP_SECONDS
+                    assert ended_within(lister, limit), f"ls still waits after {stop.name}"
                     assert lister.returncode != 0
-                    took = time.monotonic() - killed
-                print(f"kill -9 during discovery: ls ended {took:.2f} s after it")
+                    took = time.monotonic() - started
+                print(f"{stop.name} while the root's listing stalls: ls ended {took:.2f} s after it")
                 assert_nothing_left(mount.root, set(devices.seen))
                 assert devices.seen, "the mount was never seen"
             finally:
@@ -216,38 +220,6 @@ def test_a_mount_whose_root_does_not_answer_is_stopped_and_cleared(hierarchy: Pa
                 print(f"readiness ran out (root stalled): zarrfs mount returned after {took:.1f} s")
                 assert_nothing_left(mount.root, set(devices.seen))
                 assert not devices.seen, devices.seen
-            finally:
-                problems = mount.stop()
-        assert not problems, problems
-
-
-def test_a_mount_whose_root_listing_stalls_stops_on_sigterm(hierarchy: Path, tmp_path: Path) -> None:
-    """The root's children stall: the mount is ready anyway and a user's `ls` waits on the listing;
-    SIGTERM (what `systemctl stop` sends) ends the daemon within its grace, the `ls` fails and nothing
-    is left."""
-    with stalling_server(hierarchy, r"/a\d\d/\.zarray$") as server:
-        mount = remote_mount(tmp_path, server.url, "--timeout", "120", expected_log=STOPPED_LOG)
-        mount.root.mkdir()
-        with Devices(mount.root) as devices:
-            try:
-                mount.launch()
-                assert mount.process is not None
-                assert ended_within(mount.process, 60), "zarrfs mount waited for the stalled children"
-                assert mount.process.returncode == 0, mount.process.communicate()
-                assert wait_until(lambda: server.stalled, 30)
-                with blocked_lister(mount.root) as lister:
-                    time.sleep(0.5)
-                    assert lister.poll() is None, "ls should wait for the root's listing"
-                    pids = daemon_pids(mount.root)
-                    assert len(pids) == 1, pids
-                    started = time.monotonic()
-                    os.kill(pids[0], signal.SIGTERM)
-                    assert ended_within(lister, CLEANUP_SECONDS), "ls still waits after SIGTERM"
-                    assert lister.returncode != 0
-                    took = time.monotonic() - started
-                print(f"stalled root listing: SIGTERM ended the waiting ls in {took:.1f} s")
-                assert_nothing_left(mount.root, set(devices.seen))
-                assert devices.seen
             finally:
                 problems = mount.stop()
         assert not problems, problems
