@@ -206,11 +206,13 @@ class Readahead:
 
     def reach(self, stream: ReadStream) -> int:
         """How far past its last read a sequential stream is loaded ahead: its window, but no more
-        than the stream has read in sequence until it has read FULL_REACH_AFTER. A slab read (one time step of a NetCDF variable, a few MiB with the kernel's readahead)
+        than the stream has read in sequence until it has read FULL_REACH_AFTER (or a quarter of a
+        smaller array, whose readahead costs little; a sharded one's then asks for whole shard rows,
+        `_step`). A slab read (one time step of a NetCDF variable, a few MiB with the kernel's readahead)
         looks like the start of a stream; ahead of it by its window, readahead would decode bands
         nobody reads."""
         run = stream.next_offset - stream.run_start
-        return stream.window if run >= FULL_REACH_AFTER else min(stream.window, run)
+        return stream.window if run >= min(FULL_REACH_AFTER, self.nbytes // 4) else min(stream.window, run)
 
     def passed(self, stream: ReadStream, start: int) -> list[Coords]:
         """The chunks of the bands a sequential stream has just left behind (often none).
