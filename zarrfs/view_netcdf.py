@@ -72,8 +72,8 @@ class OpenNetcdf:
     def __init__(self, file: NetcdfFile) -> None:
         self.file = file
         self._streams = [ReadStream() for _ in file.layout.variables]
-        self._in_c: list[OpenFile] = []  # the variables C answers, by the begin of their block
-        self._begins: list[int] = []
+        self._in_c: list[OpenFile] = []  # the variables C answers, in file order
+        self._begins: list[int] = []  # their blocks' begins
 
     @property
     def size(self) -> int:
@@ -84,16 +84,18 @@ class OpenNetcdf:
 
     def attach(self, handle: int) -> bool:
         """Give C the variables it can answer (`view.Handle.attach`); whether it took any."""
+        attached: list[tuple[int, OpenFile]] = []
         for index, variable in enumerate(self.file.layout.variables):
             if variable.conversion not in C_CONVERSIONS or not variable.nbytes:
                 continue
             opened = OpenFile(self._reader(index), (variable.begin, variable.nbytes),
                               swap=variable.conversion == "swap", stream=self._streams[index])
             if opened.attach(handle):
-                self._in_c.append(opened)
-        self._in_c.sort(key=lambda opened: opened.c_layout[1] if opened.c_layout else 0)
-        self._begins = [opened.c_layout[1] for opened in self._in_c if opened.c_layout]
-        return bool(self._in_c)
+                attached.append((variable.begin, opened))
+        attached.sort(key=lambda pair: pair[0])
+        self._begins = [begin for begin, _ in attached]
+        self._in_c = [opened for _, opened in attached]
+        return bool(attached)
 
     def load_for_c(self, offset: int, out: np.ndarray, write: bool) -> int | None:
         """A read C missed, within one variable it answers (`OpenFile.load_for_c`)."""

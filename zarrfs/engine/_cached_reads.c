@@ -345,30 +345,22 @@ static long answer_read(CachedReads *self, uint64_t fh, char *out, size_t size, 
                         int64_t began, int *missed);
 
 /* Reverse the bytes of each `itemsize`-byte element of `data` (`bytes` a multiple of it). */
-static void swap_elements(char *data, int64_t bytes, int itemsize) {
-    if (itemsize == 2) {
-        for (int64_t i = 0; i < bytes; i += 2) {
-            uint16_t v;
-            memcpy(&v, data + i, 2);
-            v = __builtin_bswap16(v);
-            memcpy(data + i, &v, 2);
-        }
-    } else if (itemsize == 4) {
-        for (int64_t i = 0; i < bytes; i += 4) {
-            uint32_t v;
-            memcpy(&v, data + i, 4);
-            v = __builtin_bswap32(v);
-            memcpy(data + i, &v, 4);
-        }
-    } else if (itemsize == 8) {
-        for (int64_t i = 0; i < bytes; i += 8) {
-            uint64_t v;
-            memcpy(&v, data + i, 8);
-            v = __builtin_bswap64(v);
-            memcpy(data + i, &v, 8);
-        }
+#define SWAP_EACH(type, bswap)                      \
+    for (int64_t i = 0; i < bytes; i += (int64_t)sizeof(type)) { \
+        type v;                                     \
+        memcpy(&v, data + i, sizeof v);             \
+        v = bswap(v);                               \
+        memcpy(data + i, &v, sizeof v);             \
     }
+static void swap_elements(char *data, int64_t bytes, int itemsize) {
+    if (itemsize == 2)
+        SWAP_EACH(uint16_t, __builtin_bswap16)
+    else if (itemsize == 4)
+        SWAP_EACH(uint32_t, __builtin_bswap32)
+    else if (itemsize == 8)
+        SWAP_EACH(uint64_t, __builtin_bswap64)
 }
+#undef SWAP_EACH
 
 static long serve(void *table, uint64_t fh, char *out, size_t size, int64_t offset, int *missed) {
     return answer_read(table, fh, out, size, offset, -1, now_ns(), missed);
