@@ -15,6 +15,7 @@ under two writers.
 from __future__ import annotations
 
 import errno
+import fcntl
 import json
 import logging
 import os
@@ -357,6 +358,24 @@ def test_the_cap_holds_with_two_writers(tmp_path: Path) -> None:
     assert sum(c.stats.as_dict()["evictions"] for c in caches) > 0
     caches[0].wait_for_scan()
     assert dir_bytes(tmp_path / "dc") <= (16 << 20) - caches[0].slack + (1 << 20)
+
+
+def test_writes_while_a_scan_waits_for_the_lock_count_against_the_old_budget(tmp_path: Path) -> None:
+    """A daemon whose scan waits while another daemon's walk holds the lock writes no more than its
+    budget (slack / 2) since its own last walk: that other walk may have missed those writes."""
+    options = DiskCacheOptions(str(tmp_path / "dc"), 64 << 20)
+    cache = DiskCache(options, "s")
+    assert cache.wait_for_scan()
+    payload = os.urandom(256 << 10)
+    with open(tmp_path / "dc" / "v1" / "evict.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # another daemon's walk, under way
+        for i in range(2 * cache.slack // len(payload)):  # twice the budget, while no scan can run
+            cache.get(f"c/{i}", None, None, lambda _: Fetched(payload))
+        stored = cache.stats.as_dict()["bytes_stored"]
+    assert 0 < stored <= cache.slack // 2, (stored, cache.slack)
+    assert cache.wait_for_scan()  # the lock let go, its scan runs and the budget begins again
+    cache.get("after", None, None, lambda _: Fetched(payload))
+    assert cache.stats.as_dict()["bytes_stored"] == stored + len(payload)
 
 
 # ------------------------------------------------------------- first bytes

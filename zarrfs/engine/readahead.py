@@ -188,31 +188,65 @@ class Readahead:
         if first_read:
             return []
         stream.window = min(self.readahead_max, 2 * stream.window if stream.window else self.band_bytes)
-        reach = self.reach(stream)
+        ahead = self._ahead(stream, stream.next_offset)
+        if ahead is None:
+            return []
+        stream.prefetched_until = ahead[1]
+        first, last, _ = element_range(*ahead, self.itemsize)
+        return chunks_of_elements(self.grid, first, last)
+
+    def _ahead(self, stream: ReadStream, stop: int) -> tuple[int, int] | None:
+        """The bytes `track` loads ahead of a sequential stream once its reads reached `stop`: None
+        while they are too few. It tops up in batches, not one chunk per read: whole groups of bands
+        for a sharded array (see `_step`), else a quarter of the reach at a time."""
+        reach = self.reach(stream.window, stop - stream.run_start)
         ahead_start = max(stop, stream.prefetched_until)
         ahead_stop = min(self.nbytes, stop + reach)
-        # Top up in batches, not one chunk per read: whole groups of bands for a
-        # sharded array (see `_step`), else a quarter of the reach at a time.
         if self.step:
             if ahead_stop < self.nbytes:
                 ahead_stop -= ahead_stop % self.step
             if ahead_start >= ahead_stop:
-                return []
+                return None
         elif ahead_start >= ahead_stop or (ahead_stop - ahead_start < reach // 4 and ahead_stop < self.nbytes):
-            return []
-        stream.prefetched_until = ahead_stop
-        first, last, _ = element_range(ahead_start, ahead_stop, self.itemsize)
-        return chunks_of_elements(self.grid, first, last)
+            return None
+        return ahead_start, ahead_stop
 
-    def reach(self, stream: ReadStream) -> int:
-        """How far past its last read a sequential stream is loaded ahead: its window, but no more
-        than the stream has read in sequence until it has read FULL_REACH_AFTER (or a quarter of a
-        smaller array, whose readahead costs little; a sharded one's then asks for whole shard rows,
-        `_step`). A slab read (one time step of a NetCDF variable, a few MiB with the kernel's readahead)
-        looks like the start of a stream; ahead of it by its window, readahead would decode bands
-        nobody reads."""
-        run = stream.next_offset - stream.run_start
-        return stream.window if run >= min(FULL_REACH_AFTER, self.nbytes // 4) else min(stream.window, run)
+    def reach(self, window: int, run: int) -> int:
+        """How far past its last read a sequential stream that has read `run` bytes in sequence is
+        loaded ahead: its window, but no more than `run` until that is FULL_REACH_AFTER (or a
+        quarter of a smaller array, whose readahead costs little; a sharded one's then asks for
+        whole shard rows, `_step`). A slab read (one time step of a NetCDF variable, a few MiB with
+        the kernel's readahead) looks like the start of a stream; ahead of it by its window,
+        readahead would decode bands nobody reads."""
+        return window if run >= min(FULL_REACH_AFTER, self.nbytes // 4) else min(window, run)
+
+    def _first_load_at(self, stream: ReadStream) -> int:
+        """The smallest read end past the stream's last read at which `track` loads ahead (`_ahead`
+        is monotonic in it: a later end reaches further, and no less far than a smaller one).
+
+        Estimated in closed form for the two ways the reach grows, then checked against `_ahead`
+        itself; a binary search settles it when the estimate is off (integer rounding)."""
+        start, prefetched, window = stream.next_offset, stream.prefetched_until, stream.window
+        full_from = stream.run_start + min(window, FULL_REACH_AFTER, self.nbytes // 4)  # reach = window
+        if self.step:
+            boundary = prefetched - prefetched % self.step + self.step  # the next batch ends here
+            full = boundary - window
+            ramp = -(-(boundary + stream.run_start) // 2)  # stop + (stop - run_start) >= boundary
+        else:
+            full = prefetched - window + window // 4
+            ramp = stream.run_start + -(-4 * (prefetched - stream.run_start) // 7)  # 2 run - run / 4 >= left
+        estimate = max(start + 1, ramp if ramp < full_from else max(full, full_from))
+        if self._ahead(stream, estimate) is not None and \
+                (estimate == start + 1 or self._ahead(stream, estimate - 1) is None):
+            return estimate
+        low, high = start, self.nbytes  # nothing is loaded at `low`; from `high` on, nothing is left to load
+        while high - low > 1:
+            middle = (low + high) // 2
+            if self._ahead(stream, middle) is None:
+                low = middle
+            else:
+                high = middle
+        return high
 
     def passed(self, stream: ReadStream, start: int) -> list[Coords]:
         """The chunks of the bands a sequential stream has just left behind (often none).
@@ -237,7 +271,8 @@ class Readahead:
         """After this stream's read was tracked (`track`, `passed`): the byte its reads may end at
         without coming here, because until then `track` would load nothing ahead and `passed` hand
         on no band. 0 while the stream is not sequential or its window still grows (each read
-        doubles it)."""
+        doubles it); while its reach still grows with its run, the stretch ends where that reach
+        first makes `track` load."""
         if not stream.sequential or stream.band_index < 0 or not self.grid.shape:
             return 0
         if not self.enabled:  # chunk files read raw: nothing cached to load ahead or hand on
@@ -247,16 +282,9 @@ class Readahead:
         if stream.band_index + 1 < axis.count:  # `passed` hands on the band once a read starts here
             until = axis.start(stream.band_index + 1) * self.row_elements * self.itemsize + self.passed_slack
         if self.readahead_max > 0 and stream.prefetched_until < self.nbytes:
-            window = stream.window
-            if window < self.readahead_max or self.reach(stream) < window:
+            if stream.window < self.readahead_max:
                 return 0
-            # `track` loads ahead once a read ends at `due`: the window has moved a quarter past
-            # what is loaded, or (sharded) past the next batch boundary, or reaches the end.
-            if self.step:
-                due = stream.prefetched_until - stream.prefetched_until % self.step + self.step - window
-            else:
-                due = stream.prefetched_until - window + window // 4
-            until = min(until, due - 1, self.nbytes - window - 1)
+            until = min(until, self._first_load_at(stream) - 1, self.nbytes - stream.window - 1)
         return max(0, until)
 
     def answered_in_c(self, stream: ReadStream, start: int) -> list[Coords]:

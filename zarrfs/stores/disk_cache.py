@@ -37,7 +37,8 @@ Size: the size cap counts the blocks the entries occupy. A background thread
 of each daemon scans DIR after every `slack / 4` bytes it wrote and deletes
 the least recently used entries (by mtime, which a hit renews) until DIR is
 `slack` (and a margin of `slack / 8`) below the cap; a daemon writes nothing more until its scan ran once it
-has written `slack / 2` bytes since the last one. So two daemons sharing DIR
+has written `slack / 2` bytes since its last walk of DIR began (not since its scan began to wait for
+another daemon's walk, which may miss what it writes meanwhile). So two daemons sharing DIR
 stay within the cap; k daemons exceed it by at most (k - 2) x slack / 2.
 Scans of several daemons take turns (flock on a lock file).
 
@@ -375,10 +376,13 @@ class DiskCache:
     def scan(self) -> int:
         """Delete least recently used entries until DIR is `slack` (and its margin) below the cap; the bytes
         DIR holds after."""
-        with self._lock:
-            self._written = self._writing  # what is written from now on (or still being written) it may not see
         with open(self.root / "evict.lock", "a") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)  # one daemon's scan at a time; released on close
+            # The new budget begins with the walk, not before the wait for the lock: what this daemon
+            # writes while another daemon's walk runs may be missed by that walk, so it must still count
+            # against this daemon's old budget until its own walk sees it.
+            with self._lock:
+                self._written = self._writing  # written from now on (or still being written): the walk may miss it
             entries, total = self._entries()
             # A walk's block counts can fall short of what the files will occupy (writes under way,
             # entries renamed into a folder the walk has passed): a margin of slack / 8 covers that.
