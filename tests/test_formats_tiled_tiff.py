@@ -32,6 +32,7 @@ from test_meaning_clients import GDAL_CASES, _epsg, write_gdal_store
 from zarrfs.engine.engine import Engine
 from zarrfs.engine.reader import ArrayReader
 from zarrfs.formats import tiled_tiff
+from zarrfs.formats.tiff_head import HEAD_GAP
 from zarrfs.view import FileEntry, VirtualTree
 
 
@@ -51,6 +52,37 @@ def _file_bytes(store: Path, name: str) -> tuple[FileEntry, bytes]:
         return entry, out.tobytes()
     finally:
         engine.close()
+
+
+class _RecordingFile(io.BytesIO):
+    """A file's bytes that remember the furthest byte read."""
+
+    def __init__(self, content: bytes) -> None:
+        super().__init__(content)
+        self.furthest = 0
+
+    def read(self, size: int | None = -1) -> bytes:
+        data = super().read(size)
+        self.furthest = max(self.furthest, self.tell())
+        return data
+
+    def readinto(self, buffer) -> int:  # type: ignore[override]
+        n = super().readinto(buffer)
+        self.furthest = max(self.furthest, self.tell())
+        return n
+
+
+def opening_reads(content: bytes) -> tuple[int, int]:
+    """(the furthest byte tifffile reads to list every page, SubIFD and series level with its tags,
+    the first tile's offset): the IFDs lie at the head, a gap before the tiles (formats/tiff_head.py)."""
+    recording = _RecordingFile(content)
+    with tifffile.TiffFile(recording) as tif:
+        pages = list(tif.pages)
+        for series in tif.series:
+            for level in series.levels:
+                pages += list(level.pages)
+        first_tile = min(min(page.dataoffsets) for page in pages)
+    return recording.furthest, first_tile
 
 
 def _write(path: Path, data: np.ndarray, chunks: tuple[int, ...], **kwargs) -> None:
@@ -109,6 +141,8 @@ def test_every_byte_is_the_array_in_tiles(case: str, tmp_path: Path) -> None:
         else:
             served = np.stack([p.asarray() for p in tif.pages]).reshape(shape)
     np.testing.assert_array_equal(served, data.astype(served.dtype))
+    furthest, first_tile = opening_reads(content)
+    assert furthest + HEAD_GAP <= first_tile, (furthest, first_tile)
 
 
 def test_each_tile_of_a_band_is_one_chunk_of_its_plane(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -223,6 +257,8 @@ def test_levels_of_an_ome_image_are_reduced_pages(tmp_path: Path) -> None:
         assert len(tif.series[0].levels) == 3
         for level, expected in zip(tif.series[0].levels, levels, strict=True):
             np.testing.assert_array_equal(level.asarray(), expected)
+    furthest, first_tile = opening_reads(content)  # the overviews' IFDs too
+    assert furthest + HEAD_GAP <= first_tile, (furthest, first_tile)
     _, coarser = _file_bytes(tmp_path / "image.zarr", "s1.tiled.tif")  # level 1 has level 2 as its overview
     with tifffile.TiffFile(io.BytesIO(coarser)) as tif:
         assert [page.shape for page in tif.pages] == [levels[1].shape, levels[2].shape]

@@ -24,8 +24,10 @@ from ome_zarr.writer import write_image, write_labels, write_plate_metadata, wri
 from clients import ClientError, imagej_describe
 from mountutil import mounted
 from readers import OME, bfconvert_plane, showinf, vips_level
+from test_formats_tiled_tiff import opening_reads
 from zarrfs.conventions.semantics import Axis, Channel
 from zarrfs.formats.ome_xml import ome_xml, pixels_of
+from zarrfs.formats.tiff_head import HEAD_GAP
 
 FORMATS = {"0.4": (FormatV04, 2), "0.5": (FormatV05, 3)}
 AXES = [{"name": "t", "type": "time", "unit": "second"}, {"name": "c", "type": "channel"},
@@ -92,6 +94,8 @@ def test_bioformats_tifffile_and_vips_read_the_pyramid(version: str, chunks: tup
             for served, expected in zip(series.levels, levels, strict=True):
                 np.testing.assert_array_equal(served.asarray(), expected)
             assert tif.pages[0].subifds is not None and len(tif.pages[0].subifds) == 2
+        furthest, first_tile = opening_reads(path.read_bytes())  # every IFD and SubIFD at the head
+        assert furthest + HEAD_GAP <= first_tile, (furthest, first_tile)
 
         info = showinf(path)
         assert info.reader == "OME-TIFF", info.output[-2000:]

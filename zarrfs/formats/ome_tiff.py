@@ -31,10 +31,10 @@ from ..model.meta import ArrayMeta
 from ..model.tiling import TILE_GAP, TileGrid
 from .ome_xml import OmePixels, OmePlate, ome_xml, pixels_of
 from .tiff import _sample_dtype
+from .tiff_head import metadata_first
 from .tiled_tiff import (
     MAX_TILES,
     TiledLayout,
-    _cut,
     _grid,
     _ZeroSkippingSink,
     centimetre_resolution,
@@ -160,7 +160,7 @@ def _build(images: list[_Stored], bigtiff: bool, description: bytes) -> TiledLay
             pages_by_level.append(planes)
             pages_by_level += [[_sub_page(tif, page, k) for page in planes] for k in range(len(image.grids) - 1)]
         regions = checked_page_regions(pages_by_level, grids)
-    return TiledLayout(_cut(sink, grids, regions), tuple(grids), sample)
+    return TiledLayout(metadata_first(sink, grids, regions, bigtiff, byteorder), tuple(grids), sample)
 
 
 def _sub_page(tif: tifffile.TiffFile, page: Any, k: int) -> tifffile.TiffPage:

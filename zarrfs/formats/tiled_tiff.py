@@ -38,8 +38,9 @@ never computed.
 
 tifffile writes the structure into a sparse sink (tiles are reserved, not
 held); the tile offsets it wrote are read back and checked against the
-arithmetic of `model.tiling`, and the file is cut into byte parts and page
-tile regions (`TiledLayout.parts`). No chunk is read to build a layout.
+arithmetic of `model.tiling`, and the file is rearranged with every IFD at
+its head, before the tiles (`tiff_head`), so that a reader opening it reads
+no tile. No chunk is read to build a layout.
 """
 
 from __future__ import annotations
@@ -58,6 +59,7 @@ import tifffile
 from zarrfs.conventions.semantics import Axis, Semantics
 from zarrfs.formats.base import LazyLayout
 from zarrfs.formats.tiff import MAX_PAGES, _sample_dtype, _SparseFile, _tags_nbytes
+from zarrfs.formats.tiff_head import Part, metadata_first
 from zarrfs.formats.tifftags import (
     gdal_metadata,
     geotiff_tags,
@@ -94,12 +96,11 @@ _RATIONAL_MAX = 2**32 - 1  # X/YResolution are RATIONALs of two 32-bit numbers
 ReadTiles = Callable[[int, int, int, numpy.ndarray], Any]  # (level, start, stop, uint8 target)
 
 
-Part = bytes | tuple[int, int]  # file bytes, or the tiles of (level, page)
 
 
 @dataclass(frozen=True)
 class TiledLayout:
-    """The file as `parts`: bytes written by tifffile, and each page's tiles where tifffile reserved them."""
+    """The file as `parts`: the head of IFDs tifffile wrote, zero bytes, and the pages' tiles (`tiff_head`)."""
 
     parts: tuple[Part, ...]
     grids: tuple[TileGrid, ...]  # one per level, level 0 first
@@ -115,6 +116,8 @@ class TiledLayout:
         object.__setattr__(self, "size", starts[-1])
 
     def _nbytes(self, part: Part) -> int:
+        if isinstance(part, int):
+            return part
         return len(part) if isinstance(part, bytes) else self.grids[part[0]].page_nbytes
 
     def read_into(self, offset: int, out: numpy.ndarray, read_tiles: ReadTiles) -> int:
@@ -132,6 +135,8 @@ class TiledLayout:
                 target = out[lo - offset:hi - offset]
                 if isinstance(part, bytes):
                     target[:] = numpy.frombuffer(part, numpy.uint8, hi - lo, lo - part_start)
+                elif isinstance(part, int):
+                    target[:] = 0
                 else:
                     base = part[1] * self.grids[part[0]].page_nbytes - part_start
                     read_tiles(part[0], base + lo, base + hi, target)
@@ -248,7 +253,8 @@ def _build(grids: list[TileGrid], sample: numpy.dtype, bigtiff: bool, extratags:
                 software=False,
                 **extra,
             )
-    return TiledLayout(_cut(sink, grids, _page_regions(sink, grids)), tuple(grids), sample)
+    return TiledLayout(metadata_first(sink, grids, _page_regions(sink, grids), bigtiff, byteorder), tuple(grids),
+                       sample)
 
 
 def _page_regions(sink: _SparseFile, grids: list[TileGrid]) -> list[tuple[int, int, int]]:
@@ -279,20 +285,6 @@ def checked_page_regions(pages_by_level: Sequence[Sequence[Any]],
                 raise RuntimeError(f"tifffile did not write the tiles of page {page} of level {level} in order")
             regions.append((start, level, page))
     return regions
-
-
-def _cut(sink: _SparseFile, grids: list[TileGrid], regions: list[tuple[int, int, int]]) -> tuple[Part, ...]:
-    """The written file as byte parts around the pages' tiles, checking nothing was written inside them."""
-    parts: list[Part] = []
-    position = 0
-    for start, level, page in sorted(regions):
-        stop = start + grids[level].page_nbytes
-        if start < position or stop > sink.size or not sink.only_zeros_within(start, stop):
-            raise RuntimeError("tifffile wrote structure inside a tile region")
-        parts += [sink.getrange(position, start), (level, page)]
-        position = stop
-    parts.append(sink.getrange(position, sink.size))
-    return tuple(part for part in parts if not isinstance(part, bytes) or part)
 
 
 class _ZeroSkippingSink(_SparseFile):

@@ -25,11 +25,9 @@ tile, and serving a few bytes of a tile costs decoding its whole chunk.
 Tiles under `16 * TILE_GAP` bytes have no gap: their chunks are cheap, and
 the gap would weigh on the file's size. Neither has a plane that is exactly
 one tile: TIFF writers store such pages as one contiguous block (tifffile
-does, whatever placeholder it is handed), so there is no room for a gap. With a gap, the stride is a
-multiple of `TILE_GAP` and each page's tiles start on a `TILE_GAP`
-boundary: then every IFD (written right after the previous page's tiles,
-so on a boundary too) lies a whole `TILE_GAP` before the tiles that follow
-it, and reading it never touches a tile either.
+does, whatever placeholder it is handed), so there is no room for a gap.
+The IFDs are not between the tiles: the file holds them all at its head,
+before the first tile (formats/tiff_head.py).
 """
 
 from __future__ import annotations
