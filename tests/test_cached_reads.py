@@ -168,6 +168,27 @@ def test_c_releases_the_chunk_it_held() -> None:
     assert sys.getrefcount(chunk) == baseline
 
 
+def _start_copying(table, fh: int, truth: bytes, stop: threading.Event, served: list[int],
+                   wrong: list[int]) -> list[threading.Thread]:
+    """Three threads asking C for 1 MiB of file `fh` at random offsets until `stop`: the offsets it
+    answered go to `served`, those whose bytes were not `truth`'s to `wrong`."""
+
+    def reader(seed: int) -> None:
+        rng = random.Random(seed)
+        out = np.empty(1 << 20, np.uint8)
+        while not stop.is_set():
+            offset = rng.randrange(len(truth) - out.size)
+            if table.serve_into(fh, out, offset) == out.size:
+                served.append(offset)
+                if out.tobytes() != truth[offset:offset + out.size]:
+                    wrong.append(offset)
+
+    readers = [threading.Thread(target=reader, args=(seed,)) for seed in range(3)]
+    for thread in readers:
+        thread.start()
+    return readers
+
+
 def test_a_chunk_removed_while_c_copies_from_it_waits_for_the_copy() -> None:
     """C copies with its lock let go; the cache then rewrites an evicted chunk's memory for the
     next decode (engine/spare.py). Readers copy 1 MiB pieces of a 4 MiB chunk while another thread
@@ -186,20 +207,7 @@ def test_a_chunk_removed_while_c_copies_from_it_waits_for_the_copy() -> None:
     stop = threading.Event()
     served: list[int] = []
     wrong: list[int] = []
-
-    def reader(seed: int) -> None:
-        rng = random.Random(seed)
-        out = np.empty(1 << 20, np.uint8)
-        while not stop.is_set():
-            offset = rng.randrange(truth.size - out.size)
-            if table.serve_into(fh, out, offset) == out.size:
-                served.append(offset)
-                if not np.array_equal(out, truth.reshape(-1)[offset:offset + out.size]):
-                    wrong.append(offset)
-
-    readers = [threading.Thread(target=reader, args=(seed,)) for seed in range(3)]
-    for thread in readers:
-        thread.start()
+    readers = _start_copying(table, fh, truth.tobytes(), stop, served, wrong)
     deadline = time.monotonic() + 240  # scripts/test_sanitizers.sh runs it several times slower
     try:
         removals = 0
@@ -219,6 +227,38 @@ def test_a_chunk_removed_while_c_copies_from_it_waits_for_the_copy() -> None:
     assert len(served) >= 300  # C answered while the chunk came and went
     assert wrong == []
     table.clear_chunks()
+
+
+def test_bytes_closed_while_c_copies_from_them_are_let_go_after_the_copy() -> None:
+    """A file's held bytes (`open_bytes`) are released when it closes, but only once the copies
+    in flight are done: readers copy 1 MiB pieces while another thread opens the file over a
+    buffer, closes it and scribbles over the buffer, as if its memory were reused. Every answer
+    is the bytes', never the scribble (under scripts/test_sanitizers.sh, no read after free)."""
+    from zarrfs.engine._cached_reads import CachedReads
+
+    truth = bytes(np.arange(4 << 20, dtype=np.uint32).astype(np.uint8))
+    fh = 9
+    table = CachedReads(1)
+    stop = threading.Event()
+    served: list[int] = []
+    wrong: list[int] = []
+    readers = _start_copying(table, fh, truth, stop, served, wrong)
+    deadline = time.monotonic() + 240
+    try:
+        cycles = 0
+        while (cycles < 1000 or len(served) < 300) and time.monotonic() < deadline:
+            held = bytearray(truth)
+            table.open_bytes(fh, 0, held)
+            time.sleep(0)  # the readers' turn: copies start, and the close meets them in flight
+            table.close_file(fh)
+            np.frombuffer(held, np.uint8).fill(0xEE)
+            cycles += 1
+    finally:
+        stop.set()
+        for thread in readers:
+            thread.join()
+    assert len(served) >= 300
+    assert wrong == []
 
 
 def test_a_chunk_c_read_from_gets_a_second_chance(stored: tuple[Path, np.ndarray]) -> None:
@@ -254,8 +294,35 @@ def test_files_c_cannot_answer_are_not_registered(stored: tuple[Path, np.ndarray
     try:
         tree = VirtualTree(engine, root_name="a")
         assert not tree.open("/a.json").attach(FH)  # metadata alone
-        assert not tree.open("/a.tiled.tif").attach(FH)  # tiles: not the C-order bytes
         assert tree.open("/a.raw").attach(FH)
+    finally:
+        engine.close()
+
+
+def test_c_answers_reads_of_a_tiled_tiffs_head_and_leaves_its_tiles_to_python(stored: tuple[Path, np.ndarray]) -> None:
+    """A tiled TIFF's tiles are not the array's C-order bytes, but its head (every IFD) is held in
+    memory: C copies reads within it, and a read of or into its tiles takes the Python path."""
+    path, _ = stored
+    engine = Engine.open(str(path), options=EngineOptions(cache_bytes=64 << 20))
+    try:
+        handle = VirtualTree(engine, root_name="a").open("/a.tiled.tif")
+        table = engine.cache.served.table
+        head = handle.layout.layout.head
+        whole = np.empty(handle.size, np.uint8)
+        assert handle.read_into(0, whole) == handle.size
+        assert 0 < len(head) and whole[:len(head)].tobytes() == head
+        assert handle.attach(FH)
+        before = table.counters()["reads"]
+        for offset, size in ((0, 8), (len(head) // 2, 16), (len(head) - 16, 16), (0, len(head))):
+            out = np.empty(size, np.uint8)
+            assert table.serve_into(FH, out, offset) == size
+            assert out.tobytes() == head[offset:offset + size]
+        assert table.counters()["reads"] == before + 4
+        out = np.empty(32, np.uint8)
+        assert table.serve_into(FH, out, len(head) - 16) == -1  # into the zeros after it: Python's, no miss
+        assert table.serve_into(FH, out, handle.size - 32) == -1  # a tile, or the zeros after them
+        handle.close()
+        assert table.serve_into(FH, np.empty(8, np.uint8), 0) == -1  # closed: nothing of it is left in C
     finally:
         engine.close()
 

@@ -31,7 +31,7 @@ from .conventions.bioformats2raw import METADATA_FILE, collection_metadata
 from .conventions.resolve import SemanticsIndex
 from .conventions.semantics import Semantics
 from .engine.engine import Engine
-from .engine.open_file import OpenFile
+from .engine.open_file import OpenBytes, OpenFile
 from .errors import IsDirectoryError, NotFoundError, StoreError
 from .options import EngineOptions
 from .formats import FORMATS, GROUP_SUFFIXES, NC_SUFFIX, OME_TIFF_SUFFIX, VOLUME_FORMATS, json_document
@@ -82,9 +82,10 @@ class Handle:
     layout: Layout | DeferredLayout | TiledFile | OpenNetcdf
     file: OpenFile | None  # the engine's open file of the array; None for files made of metadata alone
     direct_io: bool = False
-    # What C answers reads through (`attach`, `load_for_c`, `close`): the array's open file, or a
-    # NetCDF file's variables (view_netcdf.OpenNetcdf); None: every read takes the Python path.
-    c_file: OpenFile | OpenNetcdf | None = None
+    # What C answers reads through (`attach`, `load_for_c`, `close`): the array's open file, a
+    # NetCDF file's variables (view_netcdf.OpenNetcdf) or a tiled TIFF's head (OpenBytes); None:
+    # every read takes the Python path.
+    c_file: OpenFile | OpenNetcdf | OpenBytes | None = None
 
     def __post_init__(self) -> None:
         self._read_region: Callable[[int, int, np.ndarray], Any] = _no_region if self.file is None \
@@ -217,8 +218,10 @@ class VirtualTree:
         if isinstance(layout, TiledFile):
             # Tiled TIFFs read their tiles through the readers of their own levels (engine.tiles), whole
             # tiles at random places: no C-order reader, and no kernel readahead past a tile, which
-            # would decode chunks nobody asked for.
-            return Handle(layout, None, direct_io=True)
+            # would decode chunks nobody asked for. C answers the reads of their head (the IFDs).
+            head = OpenBytes(self.engine.cache.served, layout.layout.head,
+                             lambda offset, out: layout.read_into(offset, out))
+            return Handle(layout, None, direct_io=True, c_file=head)
         if isinstance(layout, NetcdfFile):
             # Variables of several arrays, each with its own read stream; page-cached like any
             # file (scipy maps it into memory, which direct_io forbids).

@@ -46,6 +46,9 @@
  *   array's C-order bytes), each its own entry with its own stream; a read is answered only
  *   within one region. A region may ask for its elements byte-swapped (NetCDF is big-endian):
  *   the copy is swapped in place, and a read not made of whole elements takes the Python path.
+ * - A region may instead be bytes held in memory (`open_bytes`): the head of a tiled TIFF, where
+ *   all of its IFDs lie (formats/tiff_head.py), which a reader opening it reads in thousands of
+ *   small reads. A read within it is a copy; it is no stream and never a miss.
  * - Chunks it served are marked touched; the cache gives a touched chunk a
  *   second chance before evicting it, as if the read had moved it to the
  *   end of its LRU order.
@@ -122,6 +125,10 @@ typedef struct File {
     int64_t shape[MAX_DIMS], edges[MAX_DIMS], counts[MAX_DIMS];
     int64_t next_offset; /* -1 before the first read */
     int64_t stream_until; /* sequential reads ending here or before (in the region) need no Python */
+    /* Or a region of bytes held in memory (`open_bytes`: a tiled TIFF's head of IFDs), copied from
+     * `bytes` (buf NULL for an element region). `pins`: reads copying from it outside the lock. */
+    Py_buffer bytes;
+    int pins;
 } File;
 
 typedef struct Array {
@@ -385,6 +392,7 @@ static long answer_read(CachedReads *self, uint64_t fh, char *out, size_t size, 
     FilePiece from_files[MAX_PIECES_PER_READ];
     MemoryPiece from_memory[MAX_PIECES_PER_READ];
     int pieces = 0, file_pieces = 0, memory_pieces = 0, in_stream = 0, loaded = until >= 0, swap = 0;
+    File *held = NULL; /* a bytes region the read copies from, pinned */
     *missed = 0;
     /* Every sum below stays within int64 only for offsets and sizes whose bytes an int64 can
      * address: anything else is not served here. */
@@ -395,6 +403,13 @@ static long answer_read(CachedReads *self, uint64_t fh, char *out, size_t size, 
     if (f == NULL)
         goto done;
     int64_t start = offset - f->region_start, stop = start + (int64_t)size;
+    if (f->bytes.buf != NULL) { /* copied after the lock is let go, like chunks */
+        if (start >= 0 && stop <= f->region_bytes) {
+            held = f;
+            held->pins++;
+        }
+        goto done;
+    }
     swap = f->swap;
     if (swap > 1 && (start % swap != 0 || (int64_t)size % swap != 0)) /* part of an element: Python's */
         goto done;
@@ -468,6 +483,14 @@ static long answer_read(CachedReads *self, uint64_t fh, char *out, size_t size, 
         used[i]->touched = 1;
     answer = (long)size;
 done:
+    if (held != NULL) {
+        pthread_mutex_unlock(&self->lock);
+        memcpy(out, (const char *)held->bytes.buf + (offset - held->region_start), size);
+        pthread_mutex_lock(&self->lock);
+        if (--held->pins == 0)
+            pthread_cond_broadcast(&self->unpinned);
+        answer = (long)size;
+    }
     if (pieces > 0) { /* copies and chunk files' reads with the lock let go */
         pthread_mutex_unlock(&self->lock);
         if (answer >= 0) {
@@ -756,6 +779,8 @@ static PyObject *clear_chunks(CachedReads *self, UNUSED PyObject *unused) {
     Py_RETURN_NONE;
 }
 
+static PyObject *link_file(CachedReads *self, File *f);
+
 static PyObject *open_file(CachedReads *self, PyObject *args) {
     unsigned long long fh, token;
     long long region_start, region_bytes, itemsize;
@@ -804,23 +829,73 @@ static PyObject *open_file(CachedReads *self, PyObject *args) {
             f->edges[axis] = f->shape[axis];
         f->counts[axis] = f->shape[axis] / f->edges[axis] + (f->shape[axis] % f->edges[axis] != 0);
     }
+    return link_file(self, f);
+}
+
+/* Release a region taken out of the table (with the GIL): a bytes region once no read copies
+ * from it (the GIL let go while waiting: a thread holding it may be waiting for the mutex). */
+static void free_file(CachedReads *self, File *f) {
+    if (f == NULL)
+        return;
+    if (f->bytes.buf != NULL) {
+        Py_BEGIN_ALLOW_THREADS
+        pthread_mutex_lock(&self->lock);
+        while (f->pins > 0)
+            pthread_cond_wait(&self->unpinned, &self->lock);
+        pthread_mutex_unlock(&self->lock);
+        Py_END_ALLOW_THREADS
+        PyBuffer_Release(&f->bytes);
+    }
+    PyMem_RawFree(f);
+}
+
+/* Put region `f` in the table, in place of the file's region that begins where it does; a
+ * ValueError (and `f` freed) if it overlaps another of the file's regions. */
+static PyObject *link_file(CachedReads *self, File *f) {
     pthread_mutex_lock(&self->lock);
-    File *old = unlink_file(self, fh, region_start);
-    for (File *other = self->files[fh & 63]; other != NULL; other = other->next) {
-        if (other->fh == fh && region_start < other->region_start + other->region_bytes
-                && other->region_start < region_start + region_bytes) {
+    File *old = unlink_file(self, f->fh, f->region_start);
+    for (File *other = self->files[f->fh & 63]; other != NULL; other = other->next) {
+        if (other->fh == f->fh && f->region_start < other->region_start + other->region_bytes
+                && other->region_start < f->region_start + f->region_bytes) {
             pthread_mutex_unlock(&self->lock);
-            PyMem_RawFree(old);
-            PyMem_RawFree(f);
-            return PyErr_Format(PyExc_ValueError, "open_file: the region at %lld overlaps the file's region at %lld",
-                                region_start, (long long)other->region_start);
+            PyErr_Format(PyExc_ValueError, "open_file: the region at %lld overlaps the file's region at %lld",
+                         (long long)f->region_start, (long long)other->region_start);
+            free_file(self, old);
+            free_file(self, f);
+            return NULL;
         }
     }
-    f->next = self->files[fh & 63];
-    self->files[fh & 63] = f;
+    f->next = self->files[f->fh & 63];
+    self->files[f->fh & 63] = f;
     pthread_mutex_unlock(&self->lock);
-    PyMem_RawFree(old);
+    free_file(self, old);
     Py_RETURN_NONE;
+}
+
+static PyObject *open_bytes(CachedReads *self, PyObject *args) {
+    unsigned long long fh;
+    long long region_start;
+    PyObject *data;
+    if (!PyArg_ParseTuple(args, "KLO:open_bytes", &fh, &region_start, &data))
+        return NULL;
+    File *f = PyMem_RawCalloc(1, sizeof(File));
+    if (f == NULL)
+        return PyErr_NoMemory();
+    if (PyObject_GetBuffer(data, &f->bytes, PyBUF_SIMPLE) < 0) {
+        PyMem_RawFree(f);
+        return NULL;
+    }
+    if (region_start < 0 || f->bytes.len == 0 || region_start > INT64_MAX - f->bytes.len) {
+        PyBuffer_Release(&f->bytes);
+        PyMem_RawFree(f);
+        PyErr_SetString(PyExc_ValueError, "open_bytes: some bytes, at an offset from 0");
+        return NULL;
+    }
+    f->fh = fh;
+    f->region_start = region_start;
+    f->region_bytes = f->bytes.len;
+    f->next_offset = -1;
+    return link_file(self, f);
 }
 
 static PyObject *close_file(CachedReads *self, PyObject *args) {
@@ -833,7 +908,7 @@ static PyObject *close_file(CachedReads *self, PyObject *args) {
         pthread_mutex_unlock(&self->lock);
         if (gone == NULL)
             break;
-        PyMem_RawFree(gone);
+        free_file(self, gone);
     }
     Py_RETURN_NONE;
 }
@@ -959,7 +1034,7 @@ static void cached_reads_dealloc(CachedReads *self) {
         for (int i = 0; i < 64; i++) {
             for (File *f = self->files[i], *next; f != NULL; f = next) {
                 next = f->next;
-                PyMem_RawFree(f);
+                free_file(self, f); /* no read is under way: the table is going */
             }
             for (Array *a = self->arrays[i], *next; a != NULL; a = next) {
                 next = a->next;
@@ -993,6 +1068,9 @@ static PyMethodDef cached_reads_methods[] = {
      "open_file(fh, token, region_start, region_bytes, itemsize, shape, chunk_edges, swap=0): a region of "
      "open file fh (replacing its region at region_start) holds the array's C-order bytes, each element "
      "byte-swapped when swap is the item size"},
+    {"open_bytes", (PyCFunction)open_bytes, METH_VARARGS,
+     "open_bytes(fh, region_start, data): a region of open file fh (replacing its region at region_start) "
+     "holds `data` (a bytes-like object, held until the region goes)"},
     {"close_file", (PyCFunction)close_file, METH_VARARGS, "close_file(fh)"},
     {"allow_stream", (PyCFunction)allow_stream, METH_VARARGS,
      "allow_stream(fh, until, region_start=-1): reads continuing the sequential stream of the file's region "

@@ -21,8 +21,11 @@ import logging
 
 import numpy as np
 
+from collections.abc import Callable
+
 from .reader import ArrayReader
 from .readahead import ReadStream
+from .served import ServedChunks
 
 log = logging.getLogger(__name__)
 
@@ -87,3 +90,32 @@ class OpenFile:
             return None
         token, itemsize, shape, edges = array
         return token, region[0], region[1], itemsize, shape, edges, itemsize if self.swap else 0
+
+
+class OpenBytes:
+    """An open file whose first bytes are held in memory (a tiled TIFF's head: its IFDs and tag
+    values, formats/tiff_head.py). C copies the reads within them, thousands as a reader opens
+    the file; every other read takes the Python path (`read_into`)."""
+
+    def __init__(self, served: ServedChunks, head: bytes, read_into: Callable[[int, np.ndarray], int]) -> None:
+        self.served = served
+        self.head = head
+        self.read_into = read_into
+        self._handle: int | None = None
+
+    def attach(self, handle: int) -> bool:
+        if not self.served.in_c or not self.head:
+            return False
+        self.served.open_bytes(handle, 0, self.head)
+        self._handle = handle
+        return True
+
+    def load_for_c(self, offset: int, out: np.ndarray, write: bool) -> int | None:
+        """C never misses a read of bytes it holds; any read that comes here is answered whole."""
+        self.read_into(offset, out)
+        return None
+
+    def close(self) -> None:
+        handle, self._handle = self._handle, None
+        if handle is not None:
+            self.served.close_file(handle)

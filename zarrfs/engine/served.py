@@ -150,6 +150,10 @@ class ServedChunks:
         """C answers reads of open file `handle` (`CachedReads.open_file`'s `layout`) where it can."""
         self.table.open_file(handle, *layout)
 
+    def open_bytes(self, handle: int, start: int, data: bytes) -> None:
+        """C answers reads of open file `handle` that lie within `data`, its bytes from `start`."""
+        self.table.open_bytes(handle, start, data)
+
     def close_file(self, handle: int) -> None:
         self.table.close_file(handle)
 

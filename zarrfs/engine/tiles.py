@@ -100,6 +100,7 @@ class TileRegions(Protocol):
     size: int
     grids: tuple[TileGrid, ...]
     sample: np.dtype
+    head: bytes  # the file's first bytes, its IFDs (formats/tiff_head.py)
 
     def read_into(self, offset: int, out: np.ndarray, read_tiles: Any) -> int: ...
 

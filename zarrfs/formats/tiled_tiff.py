@@ -115,6 +115,12 @@ class TiledLayout:
         object.__setattr__(self, "_starts", tuple(starts[:-1]))
         object.__setattr__(self, "size", starts[-1])
 
+    @property
+    def head(self) -> bytes:
+        """The file's first bytes, which hold every IFD (`tiff_head.metadata_first`)."""
+        first = self.parts[0] if self.parts else b""
+        return first if isinstance(first, bytes) else b""
+
     def _nbytes(self, part: Part) -> int:
         if isinstance(part, int):
             return part
