@@ -43,9 +43,11 @@ TAIL_GAP = TILE_GAP
 # Tags whose values are offsets in the file: StripOffsets, TileOffsets, SubIFDs.
 _OFFSET_TAGS = frozenset((273, 324, 330))
 _SUBIFDS = 330
-# Bytes per value of each TIFF field type (TIFF 6.0, BigTIFF), and the unsigned type offsets are read as.
+# Bytes per value of each TIFF field type (TIFF 6.0, BigTIFF).
 _TYPE_BYTES = {1: 1, 2: 1, 3: 2, 4: 4, 5: 8, 6: 1, 7: 1, 8: 2, 9: 4, 10: 8, 11: 4, 12: 8, 13: 4, 16: 8, 17: 8, 18: 8}
+# The types an offset may have (SHORT, LONG, IFD, LONG8, IFD8), as numpy reads them.
 _OFFSET_TYPES = {3: "u2", 4: "u4", 13: "u4", 16: "u8", 18: "u8"}
+_IFD_TYPES = (13, 18)
 
 Part = bytes | tuple[int, int] | int  # file bytes, the tiles of (level, page), or that many zero bytes
 
@@ -141,18 +143,20 @@ def _move_offsets(head: bytearray, moves: _Moves, bigtiff: bool, byteorder: str)
             at = ifd + count_bytes + k * entry_bytes
             tag, kind, n = struct.unpack_from(byteorder + "HH" + offset_format, entries, k * entry_bytes)
             value_field = at + entry_bytes - inline_bytes
-            size = n * _TYPE_BYTES.get(kind, 1)
+            if kind not in _TYPE_BYTES:
+                raise ValueError(f"tag {tag} has a type ({kind}) that TIFF does not define")
+            size = n * _TYPE_BYTES[kind]
             values_at = value_field
             if size > inline_bytes:  # the values lie elsewhere: the field is their offset
                 (values_at,) = struct.unpack_from(byteorder + offset_format, entries,
                                                   k * entry_bytes + entry_bytes - inline_bytes)
                 put(value_field, offset_format, moves.moved(values_at))
-            if tag in _OFFSET_TAGS or kind in (13, 18):
+            if tag in _OFFSET_TAGS or kind in _IFD_TYPES:
                 if kind not in _OFFSET_TYPES:
                     raise ValueError(f"tag {tag} holds offsets of type {kind}")
                 dtype = numpy.dtype(_OFFSET_TYPES[kind]).newbyteorder(byteorder)
                 offsets = numpy.frombuffer(old_bytes(values_at, values_at + size), dtype).astype(numpy.int64)
-                if tag == _SUBIFDS or kind in (13, 18):
+                if tag == _SUBIFDS or kind in _IFD_TYPES:
                     pending.extend(int(o) for o in offsets if o)
                 moved = moves.moved_all(offsets)  # (an offset 0, no SubIFD, stays 0: the header does not move)
                 start = moves.moved(values_at)
