@@ -12,6 +12,7 @@ import json
 import logging
 import os
 import subprocess
+import threading
 import time
 import warnings
 from collections.abc import Iterator
@@ -27,6 +28,7 @@ from mountutil import Mount, mounted_many
 from oracles import HierarchyOracle, Oracle
 from remoteutil import HttpServer, RangeHandler, http_server, remote_mount, write_sources
 from zarrfs.engine.engine import Engine
+from zarrfs.fuse import mount as fuse_mount
 from zarrfs.hierarchy import Hierarchy
 from zarrfs.model.meta import ArrayMeta
 from zarrfs.stores.store import Store
@@ -99,12 +101,31 @@ def read_ahead_kb(mountpoint: Path) -> int:
 def test_readahead_is_4_mib_for_a_local_store_and_1_mib_for_a_remote_one(
         served: Served, server: HttpServer, tmp_path: Path) -> None:
     """4 MiB keeps four 1 MiB requests in flight; a remote store keeps 1 MiB so that readers
-    waiting on it hold few of the kernel's readahead slots (zarrfs.mount.raise_readahead)."""
+    waiting on it hold few of the kernel's readahead slots (zarrfs/fuse/mount.py raise_readahead)."""
     store = served.arrays["zp3-root-array"].store
     local = Mount(store, tmp_path / "local", tmp_path / "local.log")
     remote = remote_mount(tmp_path, url_of(server, served.root, store), name="remote")
     with mounted_many([local, remote]):
         assert (read_ahead_kb(local.root), read_ahead_kb(remote.root)) == (4096, 1024)
+
+
+def test_the_readahead_is_raised_only_after_the_kernel_applied_the_init_reply(tmp_path: Path) -> None:
+    """The daemon raises the knob from its FUSE init, before the kernel applies the INIT reply,
+    which sets the knob to the smaller of its value and the reply's: a value written before that
+    would be undone (a remote mount kept 128 KiB once in CI). Here a thread plays the kernel,
+    50 ms late; the knob must end at the raised value."""
+    knob = tmp_path / "read_ahead_kb"
+    knob.write_text("128")
+
+    def kernel_applies_init_reply() -> None:
+        time.sleep(0.05)
+        knob.write_text(str(min(int(knob.read_text()), fuse_mount.INIT_READ_AHEAD_KB)))
+
+    kernel = threading.Thread(target=kernel_applies_init_reply)
+    kernel.start()
+    fuse_mount.set_after_init(knob, 4096)
+    kernel.join()
+    assert knob.read_text() == "4096"
 
 
 # --------------------------------------------------------------- metadata

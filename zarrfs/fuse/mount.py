@@ -23,8 +23,10 @@ import stat
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from ..errors import ZarrfsError
@@ -186,6 +188,11 @@ def sd_notify(message: str) -> None:
 # Kernel readahead of a mounted file, by where the store is (see raise_readahead).
 READ_AHEAD_LOCAL_KB = 4096
 READ_AHEAD_REMOTE_KB = 1024
+# The readahead the daemon's INIT reply asks for: a little under the kernel's default for a new
+# mount (128), so that the knob showing it tells the kernel has applied the reply (raise_readahead).
+INIT_READ_AHEAD_KB = 124
+# How long `raise_readahead` waits for the kernel to apply the INIT reply (it takes microseconds).
+INIT_APPLIED_WAIT_S = 2.0
 # Readahead requests the kernel keeps in flight, all open files together (its
 # default is 12). Each holds a FUSE thread until answered, and a reader waiting
 # on a slow store holds its requests for as long as the store takes.
@@ -234,15 +241,28 @@ def raise_readahead(mountpoint: str, kilobytes: int) -> None:
     store holds every readahead request it has in flight, and four per reader
     used up the kernel's readahead slots with as few as 2 stuck readers.
     Needs root; others keep the default.
+
+    Called as the daemon's FUSE init runs, before its reply reaches the
+    kernel: the kernel then sets the knob to the smaller of its value and the
+    reply's `max_readahead`, which would undo a value written before. So it
+    waits until the knob shows the reply's INIT_READ_AHEAD_KB first.
     """
     bdi = device(mountpoint)
     if bdi is None:
         return
     try:
-        with open(f"/sys/class/bdi/{bdi}/read_ahead_kb", "w", encoding="ascii") as knob:
-            knob.write(str(kilobytes))
-    except OSError as exc:
-        log.info("kept the kernel's default readahead for %s (%s)", mountpoint, exc.strerror)
+        set_after_init(Path(f"/sys/class/bdi/{bdi}/read_ahead_kb"), kilobytes)
+    except (OSError, ValueError) as exc:
+        log.info("kept the kernel's default readahead for %s (%s)", mountpoint, getattr(exc, "strerror", exc))
+
+
+def set_after_init(knob: Path, kilobytes: int) -> None:
+    """Write `kilobytes` to a mount's `read_ahead_kb` once it shows INIT_READ_AHEAD_KB (the kernel
+    has applied the INIT reply), or INIT_APPLIED_WAIT_S from now."""
+    deadline = time.monotonic() + INIT_APPLIED_WAIT_S
+    while int(knob.read_text()) != INIT_READ_AHEAD_KB and time.monotonic() < deadline:
+        time.sleep(0.001)
+    knob.write_text(str(kilobytes), encoding="ascii")
 
 
 # ------------------------------------------------------------------- serve
@@ -308,7 +328,8 @@ def serve(options: MountOptions, report: Callable[[str], None] | None = None) ->
 
     tune_process()
     background, threads = fuse_concurrency(options.engine.cache_bytes)
-    operations = Operations(tree, attr_timeout=options.attr_timeout, on_ready=ready, max_background=background)
+    operations = Operations(tree, attr_timeout=options.attr_timeout, on_ready=ready, max_background=background,
+                            max_readahead=INIT_READ_AHEAD_KB << 10)
     fuse_kwargs: dict[str, Any] = {"ro": True, "fsname": f"zarrfs:{tree.source_display_name()}"[:200],
                                    "subtype": "zarrfs", "default_permissions": True,
                                    # FUSE threads, once started, stay: see fuse_concurrency.

@@ -73,11 +73,12 @@ class ZarrOperations(mfusepy.Operations):
     use_ns = True
 
     def __init__(self, tree: VirtualTree, *, attr_timeout: float, on_ready: Callable[[], None] | None = None,
-                 max_background: int | None = None) -> None:
+                 max_background: int | None = None, max_readahead: int | None = None) -> None:
         self.tree = tree
         self.attr_timeout = attr_timeout
         self.on_ready = on_ready
         self.max_background = max_background  # kernel readahead requests in flight (None: its default, 12)
+        self.max_readahead = max_readahead  # bytes, told the kernel in the INIT reply (None: as it asked)
         self._handles: dict[int, Handle] = {}
         self._next_handle = itertools.count(1)
         self._lock = threading.Lock()
@@ -93,6 +94,8 @@ class ZarrOperations(mfusepy.Operations):
         if conn is not None and self.max_background:
             conn.max_background = self.max_background
             conn.congestion_threshold = self.max_background * 3 // 4  # the kernel's own default ratio
+        if conn is not None and self.max_readahead:
+            conn.max_readahead = min(conn.max_readahead, self.max_readahead)
         if config is not None:
             # The data never changes while mounted: let the kernel keep
             # attributes, names and pages for as long as it likes.
