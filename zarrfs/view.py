@@ -219,8 +219,7 @@ class VirtualTree:
             # Tiled TIFFs read their tiles through the readers of their own levels (engine.tiles), whole
             # tiles at random places: no C-order reader, and no kernel readahead past a tile, which
             # would decode chunks nobody asked for. C answers the reads of their head (the IFDs).
-            head = OpenBytes(self.engine.cache.served, layout.layout.head,
-                             lambda offset, out: layout.read_into(offset, out))
+            head = OpenBytes(self.engine.cache.served, layout.layout.head, layout.read_into)
             return Handle(layout, None, direct_io=True, c_file=head)
         if isinstance(layout, NetcdfFile):
             # Variables of several arrays, each with its own read stream; page-cached like any

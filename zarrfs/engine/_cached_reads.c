@@ -858,7 +858,7 @@ static PyObject *link_file(CachedReads *self, File *f) {
         if (other->fh == f->fh && f->region_start < other->region_start + other->region_bytes
                 && other->region_start < f->region_start + f->region_bytes) {
             pthread_mutex_unlock(&self->lock);
-            PyErr_Format(PyExc_ValueError, "open_file: the region at %lld overlaps the file's region at %lld",
+            PyErr_Format(PyExc_ValueError, "the region at %lld overlaps the file's region at %lld",
                          (long long)f->region_start, (long long)other->region_start);
             free_file(self, old);
             free_file(self, f);

@@ -18,10 +18,9 @@ Everything else belongs to the engine and stays here:
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 import numpy as np
-
-from collections.abc import Callable
 
 from .reader import ArrayReader
 from .readahead import ReadStream

@@ -96,8 +96,6 @@ _RATIONAL_MAX = 2**32 - 1  # X/YResolution are RATIONALs of two 32-bit numbers
 ReadTiles = Callable[[int, int, int, numpy.ndarray], Any]  # (level, start, stop, uint8 target)
 
 
-
-
 @dataclass(frozen=True)
 class TiledLayout:
     """The file as `parts`: the head of IFDs tifffile wrote, zero bytes, and the pages' tiles (`tiff_head`)."""
@@ -117,9 +115,10 @@ class TiledLayout:
 
     @property
     def head(self) -> bytes:
-        """The file's first bytes, which hold every IFD (`tiff_head.metadata_first`)."""
-        first = self.parts[0] if self.parts else b""
-        return first if isinstance(first, bytes) else b""
+        """The file's first bytes, which hold every IFD (`tiff_head.metadata_first` puts them first)."""
+        head = self.parts[0]
+        assert isinstance(head, bytes)
+        return head
 
     def _nbytes(self, part: Part) -> int:
         if isinstance(part, int):
