@@ -7,7 +7,9 @@ no pixels) of the plate's `.ome.tif`
   cold  on a fresh mount, the file sized first (`stat`: its IFDs are built then, timed apart)
   warm  the same mount's second `showinf`
   copy  the file copied to local disk once, `showinf` of the copy (the page cache warm)
-with, for the mount, the chunks its daemon loaded, the store's requests and the reads C answered
+Every `showinf`, of the mount or the copy, starts right after a helper touched and freed 2.5 GiB
+(bench_data.recent_memory), so neither side's JVM pays this VM's first touch of fresh memory.
+For the mount it also reports the chunks its daemon loaded, the store's requests and the reads C answered
 (`.zarrfs-stats.json`). The server is bench/metadata_server.py (--latency-ms per request,
 directory URLs 404). Needs java and `.clients/bioformats_package.jar` (README, "Clients").
 
@@ -26,6 +28,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench_data import recent_memory
 from bench_discovery import HERE, ZARRFS, serving, server_stats
 
 JAR = HERE.parent / ".clients" / "bioformats_package.jar"
@@ -34,7 +37,9 @@ SHOWINF = ["java", "-Dbioformats_can_do_upgrade_check=false", "-Xmx1g", "-cp", s
 
 
 def showinf_seconds(path: Path) -> tuple[float, int]:
-    """(seconds, series) of one `showinf -nopix` of `path`."""
+    """(seconds, series) of one `showinf -nopix` of `path`, on recently used memory (bench_data.py),
+    as every timed run of either side is."""
+    recent_memory()
     start = time.perf_counter()
     done = subprocess.run([*SHOWINF, str(path)], capture_output=True, text=True, timeout=1200)
     seconds = time.perf_counter() - start
