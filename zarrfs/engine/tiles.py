@@ -23,8 +23,8 @@ def read_tile_bytes(reader: ArrayReader, grid: TileGrid, sample: np.dtype, start
                     out: np.ndarray) -> None:
     """Write bytes [start, stop) of `grid`'s tile region into the uint8 array `out` (exactly that long).
 
-    `sample` is the file's element type: the array's, in its byte order
-    (bool as uint8, the same bytes).
+    `sample` is the level's element type in the file: its array's, in its
+    byte order (bool as uint8, the same bytes).
     """
     tile_nbytes, stride = grid.tile_nbytes, grid.stride
     row_nbytes = grid.tile[1] * grid.itemsize
@@ -99,7 +99,7 @@ class TileRegions(Protocol):
 
     size: int
     grids: tuple[TileGrid, ...]
-    sample: np.dtype
+    samples: tuple[np.dtype, ...]  # each level's element type
     head: bytes  # the file's first bytes, its IFDs (formats/tiff_head.py)
 
     def read_into(self, offset: int, out: np.ndarray, read_tiles: Any) -> int: ...
@@ -126,5 +126,5 @@ class TiledFile:
         return self.layout.read_into(offset, out, self._read_tiles)
 
     def _read_tiles(self, level: int, start: int, stop: int, target: np.ndarray) -> None:
-        read_tile_bytes(self.engine.reader(self.paths[level]), self.layout.grids[level], self.layout.sample,
+        read_tile_bytes(self.engine.reader(self.paths[level]), self.layout.grids[level], self.layout.samples[level],
                         start, stop, target)
