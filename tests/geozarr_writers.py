@@ -13,7 +13,10 @@ layout:
   written by rioxarray's Zarr convention (registered by name), the layout added by hand as its docs
   show (rioxarray writes no layout);
 - eopf: `create_geozarr_dataset` on a Sentinel-2-like tree: native bands at the group itself
-  (asset "."), overviews `r2`, `r4` below it.
+  (asset "."), overviews `r2`, `r4` below it;
+- dem: a float32 elevation `dem` (`dem_values`) with geozarr-toolkit's proj/spatial attributes, its
+  `fill_value` NaN and a NaN corner, and no other nodata attribute; beside it `mask`, a uint8 array
+  of fill 0 whose zeros are real values.
 Prints one JSON line: {"ok": true} or {"ok": false, "error": ...}.
 """
 
@@ -135,10 +138,37 @@ def eopf(job: dict[str, Any]) -> None:
                            min_dimension=60)
 
 
+def dem_values() -> np.ndarray:
+    """Elevations in metres, the top-left 8 x 8 corner NaN (no data)."""
+    values = (100.0 + np.arange(HEIGHT * WIDTH, dtype=np.float32).reshape(HEIGHT, WIDTH) * 0.5).astype(np.float32)
+    values[:8, :8] = np.nan
+    return values
+
+
+def dem(job: dict[str, Any]) -> None:
+    import zarr
+    from geozarr_toolkit import create_proj_attrs, create_spatial_attrs, create_zarr_conventions
+    from geozarr_toolkit.conventions import ProjConventionMetadata, SpatialConventionMetadata
+
+    root = zarr.open_group(job["store"], mode="w", zarr_format=3)
+    attrs = {"zarr_conventions": create_zarr_conventions(SpatialConventionMetadata(), ProjConventionMetadata()),
+             **create_proj_attrs(code=f"EPSG:{EPSG}"),
+             **create_spatial_attrs(dimensions=["y", "x"], transform=[PIXEL, 0.0, WEST, 0.0, -PIXEL, NORTH],
+                                    shape=[HEIGHT, WIDTH])}
+    elevation = root.create_array("dem", shape=(HEIGHT, WIDTH), dtype="float32", chunks=(120, 120),
+                                  fill_value=np.nan, dimension_names=("y", "x"))
+    elevation[:] = dem_values()
+    elevation.attrs.update(attrs)
+    mask = root.create_array("mask", shape=(HEIGHT, WIDTH), dtype="uint8", chunks=(120, 120), fill_value=0,
+                             dimension_names=("y", "x"))
+    mask[:] = (np.arange(HEIGHT * WIDTH).reshape(HEIGHT, WIDTH) % 3).astype(np.uint8)
+    mask.attrs.update(attrs)
+
+
 def main() -> None:
     job = json.loads(sys.argv[1])
     try:
-        {"toolkit": toolkit, "rioxarray": rioxarray_levels, "eopf": eopf}[job["writer"]](job)
+        {"toolkit": toolkit, "rioxarray": rioxarray_levels, "eopf": eopf, "dem": dem}[job["writer"]](job)
     except Exception as exc:  # noqa: BLE001  (the test reports it)
         print(json.dumps({"ok": False, "error": f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}"}))
         return
