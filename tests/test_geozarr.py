@@ -214,12 +214,13 @@ def test_levels_placed_only_by_their_layout_entries_are_maps(tmp_path: Path, tre
 def test_zarrfs_tree_shows_what_a_layout_gave_and_what_it_could_not(tmp_path: Path) -> None:
     store = tmp_path / "layout.zarr"
     write_layout(store, [("r10m", 1, "u2", spatial(1)), ("r20m", 2, "f8", spatial(2))])
+    zarr.open_array(str(store / "r20m" / "b02"), mode="r+").attrs.update({"scale_factor": 0.01})
     done = run_zarrfs("tree", store)
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert lines[1] == "    GeoZarr multiscales layout: 2 levels (r10m, r20m)"
     assert any(line.strip().startswith("not used: GeoZarr multiscales /: level 'r20m' is no overview: its float64 "
-                                       "values") for line in lines), done.stdout
+                                       "values are packed with scale_factor 0.01") for line in lines), done.stdout
     document = json.loads(run_zarrfs("tree", "--json", store).stdout)
     b02 = document["children"][0]["children"][0]
     assert b02["semantics"]["unused"][0].startswith("GeoZarr multiscales /: level 'r20m' is no overview")
