@@ -393,6 +393,35 @@ def test_eopf_geozarr_levels_of_another_type_are_the_bands_overviews(tmp_path: P
 @pytest.mark.mount
 @pytest.mark.clients
 @needs_gdal
+def test_eopf_sentinel2_layout_gives_the_band_every_coarser_resolution(tmp_path: Path, written: Callable) -> None:
+    """eopf-geozarr 0.12's Sentinel-2 converter (`convert-s2-optimized`'s defaults): the layout at
+    `measurements/reflectance` lists `r10m` ... `r720m`, each holding the bands by name, all float32. GDAL
+    sees `r10m/b04.tif` with the five coarser levels as overviews, their pixels the writer's; the levels
+    whose stated transforms GDAL's size-ratio placement misses by under a pixel (r360m: 6 rows of 360 m
+    for 2400 m) are used and said."""
+    store = written("eopf-s2")
+    group = store / "measurements" / "reflectance"
+    with mounted(store, tmp_path / "mnt", tmp_path / "log",
+                 # (and bands the converter keeps at some resolutions only: "level 'r60m' has no array 'b03'")
+                 expected_log=[r"array /measurements/reflectance/r\d+m/b\w+: ignored GeoZarr multiscales "
+                               r"/measurements/reflectance: level 'r\d+m' "]) as mount:
+        tif = mount.root / "measurements" / "reflectance" / "r10m" / "b04.tif"
+        assert gdalinfo_json(str(tif))["geoTransform"] == [WEST, PIXEL, 0.0, NORTH, 0.0, -PIXEL]
+        levels = ["r20m", "r60m", "r120m", "r360m", "r720m"]
+        arrays = [zarr.open_array(str(group / level / "b04"), mode="r")[:] for level in levels]
+        assert [size for size, _ in _gdal_overviews(tif)] == [[a.shape[1], a.shape[0]] for a in arrays] == [
+            [180, 120], [60, 40], [30, 20], [10, 6], [5, 3]]
+        for number, array in enumerate(arrays):
+            np.testing.assert_array_equal(_overview_pixels(tif, number, tmp_path), array)
+        unused = json.loads((tif.parent / "b04.json").read_text())["semantics"]["unused"]
+        assert [note.split(" spatial:transform")[0] for note in unused] == [
+            "GeoZarr multiscales /measurements/reflectance: level 'r360m'",
+            "GeoZarr multiscales /measurements/reflectance: level 'r720m'"]
+
+
+@pytest.mark.mount
+@pytest.mark.clients
+@needs_gdal
 def test_gdal_reads_a_node_registered_map_as_pixel_is_point(tmp_path: Path, written: Callable) -> None:
     """geozarr-toolkit's node-registered levels: GDAL shows AREA_OR_POINT=Point and the corner half a cell
     before the stated centre; the coarser levels stay overviews (within a pixel of GDAL's placement), said."""
