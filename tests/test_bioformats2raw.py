@@ -13,6 +13,7 @@ zarr-python's read of the level arrays.
 
 from __future__ import annotations
 
+import io
 import json
 import re
 import subprocess
@@ -224,6 +225,45 @@ def test_series_of_different_pixel_types_are_each_an_image_of_its_type(tmp_path:
         assert schema_errors(document) == []
         report = json.loads((mount / ".group.json").read_text())["bioformats2raw"]
         assert report["series"] == ["0", "1", "2"] and report["problems"] == []
+
+
+def test_a_series_in_the_other_byte_order_is_left_out_and_said(tmp_path: Path) -> None:
+    """Zarr v2 keeps a big-endian dtype (`>u2`); one TIFF file has one byte order and a tile is its chunk's
+    bytes: after a little-endian uint16 series and a uint8 one, a big-endian uint16 series is left out, with
+    the reason; the other two are served at their types (tifffile)."""
+    from zarrfs.options import EngineOptions
+    from zarrfs.view import VirtualTree
+
+    store = tmp_path / "orders.zarr"
+    root = zarr.open_group(str(store), mode="w", zarr_format=2)
+    root.attrs["bioformats2raw.layout"] = 3
+    written = {}
+    for name, dtype in (("0", "<u2"), ("1", "|u1"), ("2", ">u2")):
+        image = root.require_group(name)
+        written[name] = (np.arange(16 * 24).reshape(16, 24) % 200).astype(dtype)
+        image.create_array("0", shape=written[name].shape, chunks=(16, 16), dtype=dtype)[...] = written[name]
+        image.attrs["multiscales"] = [{"version": "0.4", "axes": [{"name": "y", "type": "space"}, {
+            "name": "x", "type": "space"}], "datasets": [
+            {"path": "0", "coordinateTransformations": [{"type": "scale", "scale": [1, 1]}]}]}]
+    tree = VirtualTree.of_source(str(store), None, EngineOptions(), (".json", ".ome.tif"))
+    try:
+        handle = tree.open("/orders.ome.tif")
+        content = np.zeros(handle.size, np.uint8)
+        handle.read_into(0, content)
+        handle.close()
+        with tifffile.TiffFile(io.BytesIO(content.tobytes())) as tif:
+            assert tif.byteorder == "<"
+            assert [s.dtype for s in tif.series] == [np.dtype("<u2"), np.dtype("u1")]
+            for series, name in zip(tif.series, ("0", "1"), strict=True):
+                np.testing.assert_array_equal(series.asarray(), written[name])
+        document = tree.open("/.group.json")
+        report = np.zeros(document.size, np.uint8)
+        document.read_into(0, report)
+        problems = json.loads(report.tobytes())["bioformats2raw"]["problems"]
+        assert problems == ["series '2' left out of orders.ome.tif: another byte order than the series before it "
+                            "(one file has one)"]
+    finally:
+        tree.close()
 
 
 def test_ome_writers_positions_are_the_series_of_one_file(tmp_path: Path) -> None:

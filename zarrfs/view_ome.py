@@ -137,10 +137,12 @@ def _plate_file(engine: Engine, group: GroupMeta, name: str, semantics_of: Seman
                 continue
             # As Bio-Formats names the fields of the plate formats it reads.
             levels = dataclasses.replace(levels, name=f"Well {well.path.replace('/', '')}, Field {number + 1}")
-            if images and not joins(levels, images[0]):
-                log.warning("%s: plate /%s: field /%s has another byte order than the first field (one file has "
-                            "one); left out of %s", engine.hierarchy.store.display_name, plate.group_path,
-                            field.group_path, name)
+            why = "cannot be stored in an OME-TIFF" if not storable(levels) else \
+                "has another byte order than the fields before it (one file has one)" \
+                if not joins(levels, images) else None
+            if why is not None:
+                log.warning("%s: plate /%s: field /%s %s; left out of %s", engine.hierarchy.store.display_name,
+                            plate.group_path, field.group_path, why, name)
                 continue
             indices.append(len(images))
             images.append(levels)
@@ -204,8 +206,8 @@ class CollectionFile:
         for series in collection.series:
             levels = _image_levels(self._engine, series.image, self._semantics_of)
             why = "its level 0 is no array OME-TIFF can hold" if levels is None or not storable(levels) else \
-                "another byte order than the first series (one file has one)" \
-                if images and not joins(levels, images[0]) else None
+                "another byte order than the series before it (one file has one)" \
+                if not joins(levels, images) else None
             if why is not None:
                 left_out.append(f"series {series.path!r} left out of {self.name}: {why}")
                 continue

@@ -109,11 +109,11 @@ def storable(image: ImageLevels) -> bool:
     return _stored(image) is not None
 
 
-def joins(image: ImageLevels, first: ImageLevels) -> bool:
-    """Whether `image` can be stored in the file of `first` (and the images before it that joined): a
-    multi-byte type in the other byte order cannot (a tile is its chunk's bytes, never swapped)."""
-    a, b = _sample_dtype(image.levels[0].dtype), _sample_dtype(first.levels[0].dtype)
-    return a is not None and b is not None and None not in one_byte_order([b, a])
+def joins(image: ImageLevels, joined: Sequence[ImageLevels]) -> bool:
+    """Whether `image` can be stored in one file with the images that `joined` it before: a multi-byte type
+    in the other byte order than theirs cannot (a tile is its chunk's bytes, never swapped)."""
+    samples = [_sample_dtype(other.levels[0].dtype) for other in (*joined, image)]
+    return None not in one_byte_order(samples)
 
 
 def _stored(image: ImageLevels) -> _Stored | None:
