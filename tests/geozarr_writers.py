@@ -210,7 +210,8 @@ def dem(job: dict[str, Any]) -> None:
 def main() -> None:
     job = json.loads(sys.argv[1])
     try:
-        {"toolkit": toolkit, "rioxarray": rioxarray_levels, "eopf": eopf, "eopf-s2": eopf_s2, "dem": dem}[job["writer"]](job)
+        writers = {"toolkit": toolkit, "rioxarray": rioxarray_levels, "eopf": eopf, "eopf-s2": eopf_s2, "dem": dem}
+        writers[job["writer"]](job)
     except Exception as exc:  # noqa: BLE001  (the test reports it)
         print(json.dumps({"ok": False, "error": f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}"}))
         return
