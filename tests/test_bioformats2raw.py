@@ -232,7 +232,7 @@ def test_a_series_in_the_other_byte_order_is_left_out_and_said(tmp_path: Path) -
     bytes: after a little-endian uint16 series and a uint8 one, a big-endian uint16 series is left out, with
     the reason; the other two are served at their types (tifffile)."""
     from zarrfs.options import EngineOptions
-    from zarrfs.view import VirtualTree
+    from zarrfs.files.tree import VirtualTree
 
     store = tmp_path / "orders.zarr"
     root = zarr.open_group(str(store), mode="w", zarr_format=2)
