@@ -228,3 +228,110 @@ def test_plain_http_store_redirect_to_another_host(servers: Servers, tmp_path: P
     allowed = remote_mount(tmp_path, url, "--virtual-chunks", f"{servers.other.url}/chunk.bin", name="allowed")
     with mounted_many([allowed]):
         assert (allowed.root / "b.raw").read_bytes() == OTHER_BYTES[:CHUNK]
+
+
+# ---------------------------------------------------------------------- S3
+
+BUCKET, OTHER_BUCKET = "trust-refs", "trust-other"
+
+
+@pytest.fixture(scope="module")
+def s3() -> Iterator[S3Server]:
+    with s3_server() as server:
+        for bucket in (BUCKET, OTHER_BUCKET):
+            server.client().create_bucket(Bucket=bucket)
+        server.client().put_object(Bucket=BUCKET, Key="data/origin.bin", Body=ORIGIN_BYTES)
+        server.client().put_object(Bucket=OTHER_BUCKET, Key="other.bin", Body=OTHER_BYTES)
+        yield server
+
+
+def s3_options(s3: S3Server) -> list[str]:
+    """`-S` options reading the reference set and its targets from moto (credentials go by environment)."""
+    options = json.dumps({"key": "testing", "secret": "testing", "endpoint_url": s3.endpoint,
+                          "client_kwargs": {"region_name": "us-east-1"}})
+    return ["-S", f"target_options={options}", "-S", "remote_protocol=s3", "-S", f"remote_options={options}"]
+
+
+def s3_refs(secret: Path) -> dict[str, object]:
+    """Version 0: the same bucket, another bucket, a local file, the same bucket spelled s3a:// with '..'."""
+    return {".zgroup": json.dumps({"zarr_format": 2}),
+            **array_refs("same", [f"s3://{BUCKET}/data/origin.bin", CHUNK, CHUNK]),
+            **array_refs("spelled", [f"s3://{BUCKET}/x/../data/origin.bin", 0, CHUNK]),
+            **array_refs("other", [f"s3://{OTHER_BUCKET}/other.bin", 0, CHUNK]),
+            **array_refs("leak", [str(secret), 0, CHUNK])}
+
+
+S3_OTHER_REFUSED = rf"WARNING zarrfs\.stores\.trust: reference target s3://{OTHER_BUCKET}/other.bin: another origin"
+S3_LOCAL_REFUSED = r"WARNING zarrfs\.stores\.trust: reference target \S+secret.bin: a local file, not read for a source from s3://"
+
+
+@pytest.mark.parametrize("kind", ["json", "parquet"])
+def test_s3_references_read_only_their_bucket(kind: str, s3: S3Server, tmp_path: Path) -> None:
+    """JSON v0 and kerchunk's Parquet (refs_to_dataframe) on S3: their bucket, not another, not a local file."""
+    secret = tmp_path / "secret.bin"
+    secret.write_bytes(SECRET)
+    secret.chmod(0o600)
+    refs = s3_refs(secret)
+    if kind == "json":
+        key = f"{tmp_path.name}/refs.json"
+        s3.client().put_object(Bucket=BUCKET, Key=key, Body=json.dumps(refs).encode())
+    else:
+        key = f"{tmp_path.name}/refs.parq"
+        refs_to_dataframe(refs, str(tmp_path / "refs.parq"))
+        s3.upload(BUCKET, tmp_path / "refs.parq", key)
+    source = f"reference://s3://{BUCKET}/{key}"
+    mount = remote_mount(tmp_path, source, *s3_options(s3),
+                         expected_log=(S3_OTHER_REFUSED, S3_LOCAL_REFUSED, READ_FAILED))
+    with mounted_many([mount]):
+        assert (mount.root / "same.raw").read_bytes() == ORIGIN_BYTES[CHUNK:2 * CHUNK]
+        assert (mount.root / "spelled.raw").read_bytes() == ORIGIN_BYTES[:CHUNK]
+        assert read_or_errno(mount.root / "other.raw") == errno.EIO
+        assert read_or_errno(mount.root / "leak.raw") == errno.EIO
+        assert len(refused_lines(mount, f"s3://{OTHER_BUCKET}/")) == 1
+        assert len(refused_lines(mount, f"file://{tmp_path}/")) == 1
+    allowed = remote_mount(tmp_path, source, *s3_options(s3), "--virtual-chunks", f"s3://{OTHER_BUCKET}",
+                           name="allowed", expected_log=(S3_LOCAL_REFUSED, READ_FAILED))
+    with mounted_many([allowed]):
+        assert (allowed.root / "other.raw").read_bytes() == OTHER_BYTES[:CHUNK]
+        assert read_or_errno(allowed.root / "leak.raw") == errno.EIO
+    tree = run_zarrfs("tree", source, *s3_options(s3))
+    # (in the order met: JSON's document order, Parquet's files by array name)
+    assert sorted(line.split(" (")[0] for line in tree.stdout.splitlines() if line.startswith("refused:")) == [
+        f"refused: 1 reference to file://{tmp_path}/", f"refused: 1 reference to s3://{OTHER_BUCKET}/"], tree.stderr
+
+
+# ------------------------------------------------------- templates run nothing
+
+# A jinja2 expression that runs a shell command if rendered unsandboxed, and one that reaches os.environ
+# through str.format (fsspec's default rendering of `{{name}}` when a template itself holds `{{`).
+JINJA_PAYLOAD = "{{ cycler.__init__.__globals__.os.popen('touch MARKER').read() }}"
+FORMAT_PAYLOAD = "{{u.__globals__[os].environ[HOME]}}"
+
+
+@pytest.mark.parametrize("where", ["template", "refs", "gen-url", "gen-offset", "format"])
+def test_a_template_expression_runs_nothing(where: str, servers: Servers, tmp_path: Path) -> None:
+    marker = tmp_path / "ran"
+    payload = JINJA_PAYLOAD.replace("MARKER", str(marker))
+    document: dict[str, object] = {"version": 1, "templates": {"u": servers.origin.url},
+                                   "refs": {".zgroup": json.dumps({"zarr_format": 2}), **array_refs("a", [
+                                       "{{u}}/origin.bin", 0, CHUNK])}}
+    gen = {"key": "g/{{i}}", "url": "{{u}}/origin.bin", "offset": "0", "length": "16", "dimensions": {"i": [0]}}
+    if where == "template":
+        document["templates"] = {"u": servers.origin.url, "evil": payload}
+        document["refs"]["a/0"] = ["{{evil}}", 0, CHUNK]  # type: ignore[index]
+    elif where == "refs":
+        document["refs"]["a/0"] = [payload, 0, CHUNK]  # type: ignore[index]
+    elif where == "gen-url":
+        document["gen"] = [{**gen, "url": payload}]
+    elif where == "gen-offset":
+        document["gen"] = [{**gen, "offset": payload}]
+    else:
+        document["templates"] = {"u": "{{x}}"}
+        document["refs"]["a/0"] = [f"{servers.origin.url}/{FORMAT_PAYLOAD}", 0, CHUNK]  # type: ignore[index]
+    (servers.served / "refs.json").write_text(json.dumps(document))
+    for source in (f"{servers.origin.url}/refs.json", servers.served / "refs.json"):  # remote and local alike
+        done = run_zarrfs("tree", source)
+        assert done.returncode == 1
+        assert "template expression" in done.stderr and "is not supported" in done.stderr, done.stderr
+        assert not marker.exists()
+        assert os.environ["HOME"] not in done.stderr.replace(str(tmp_path), "")

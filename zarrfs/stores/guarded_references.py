@@ -22,6 +22,7 @@ target to the rule and returns the URL the rule checked, or raises
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from typing import Any
 
@@ -81,6 +82,13 @@ class GuardedReferenceFileSystem(ReferenceFileSystem):
         return self.rule.check(target), first, last
 
     async def _cat_file(self, path: str, start: int | None = None, end: int | None = None, **kwargs: Any) -> bytes:
+        if isinstance(self.references, LazyReferenceMapper):
+            # A Parquet record is read with its file system's blocking calls, which cannot run on the event
+            # loop this coroutine runs on (a remote set's is the same loop): loaded first, in a thread.
+            try:
+                await asyncio.to_thread(self.references.__getitem__, self._strip_protocol(path))
+            except KeyError:
+                pass  # absent: said below
         try:
             return await super()._cat_file(path, start=start, end=end, **kwargs)
         except ReferenceNotReachable as exc:
@@ -115,7 +123,7 @@ class GuardedReferenceFileSystem(ReferenceFileSystem):
     def targets(self) -> Iterator[Any]:
         """Every target URL the references name (Parquet: each file's distinct paths), reading no target."""
         if isinstance(self.references, LazyReferenceMapper):
-            yield from parquet_targets(self.references.fs, self.references.url)
+            yield from parquet_targets(self.references.fs, self.references.root)
             return
         for reference in self.references.values():
             if isinstance(reference, list | tuple) and reference:
