@@ -22,6 +22,8 @@ from pathlib import Path
 import pytest
 from kerchunk.df import refs_to_dataframe
 
+import zarrfs
+
 from mountutil import Mount, mounted_many, run_zarrfs
 from remoteutil import HttpServer, RangeHandler, S3Server, http_server, remote_mount, s3_server
 
@@ -155,6 +157,19 @@ def test_authorised_prefixes_are_read(servers: Servers, tmp_path: Path) -> None:
         assert (root / "redirect.raw").read_bytes() == OTHER_BYTES[:CHUNK]
         for name in ("leak", "leak_url", "leak_local", "leak_upper"):
             assert (root / f"{name}.raw").read_bytes() == SECRET, name
+
+
+@pytest.mark.mount  # zarrfs.mounted() mounts out of the marking rules' sight
+def test_the_python_api_authorises_the_same_way(servers: Servers, tmp_path: Path) -> None:
+    """`zarrfs.mounted(..., virtual_chunks=[...])` is `--virtual-chunks`: the other server opens, the file not."""
+    (servers.served / "refs.json").write_text(json.dumps(v1_reference_set(servers)))
+    log = tmp_path / "api.log"
+    with zarrfs.mounted(f"{servers.origin.url}/refs.json", virtual_chunks=[servers.other.url],
+                        log_file=str(log)) as root:
+        assert (root / "other.raw").read_bytes() == OTHER_BYTES[:CHUNK]
+        assert read_or_errno(root / "leak.raw") == errno.EIO
+    warnings = [line for line in log.read_text().splitlines() if " WARNING " in line]
+    assert len(warnings) == 1 and f"--virtual-chunks file://{servers.secret.parent}/ allows it" in warnings[0]
 
 
 def test_a_prefix_matches_on_segment_boundaries(servers: Servers, tmp_path: Path) -> None:

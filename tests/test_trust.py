@@ -62,7 +62,7 @@ def test_a_remote_source_reads_its_origin_and_what_is_allowed(caplog: pytest.Log
         with pytest.raises(TargetRefused):
             rule.check("http://data.example:8001/y")  # the same prefix again: no second warning
     warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
-    assert len(warnings) == 8  # one per distinct prefix (s3://pub/ three times), and the relative one
+    assert len(warnings) == 8  # one per distinct prefix (s3://pub/ three times), one for what no prefix allows
     assert all("pw" not in r.getMessage() for r in caplog.records)
 
 

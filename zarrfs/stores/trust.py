@@ -232,12 +232,13 @@ class TrustRule:
         """
         if self.origin is None:
             return url
-        refused = self.refusal(url)
+        place, refused = self._judged(url)
         if refused is None:
-            return rebuilt(url, parse(url))  # (the URL parsed when refusal() judged it)
+            assert place is not None
+            return rebuilt(url, place)
         prefix, reason = refused
         message = self._message(what, url, prefix, reason)
-        key = prefix or str(url)
+        key = prefix or reason  # what no prefix allows: one warning per kind
         with self._lock:
             first = key not in self._logged and len(self._logged) < _MAX_LOGGED
             if first:
@@ -252,16 +253,20 @@ class TrustRule:
 
     def refusal(self, url: Any) -> tuple[str, str] | None:
         """None when `url` may be read, else (the prefix that would allow it, or '', and why not)."""
+        return self._judged(url)[1]
+
+    def _judged(self, url: Any) -> tuple[Place | None, tuple[str, str] | None]:
+        """(the place `url` names, None when it may be read, else (the prefix that would allow it or '', why not))."""
         assert self.origin is not None
         try:
             place = parse(url)
         except ValueError as exc:
-            return "", f"{exc}, which zarrfs cannot judge"
+            return None, ("", f"{exc}, which zarrfs cannot judge")
         if any(prefix.covers(place) for prefix in self.allowed):
-            return None
+            return place, None
         if not place.local and self.origin.covers(place):
-            return None
-        return place.directory().text(), "a local file" if place.local else "another origin"
+            return place, None
+        return place, (place.directory().text(), "a local file" if place.local else "another origin")
 
     def refusals(self, targets: Iterable[Any]) -> list[Refusal]:
         """The refused prefixes among `targets` (each counted), in the order first met: no I/O."""
