@@ -333,7 +333,9 @@ class VirtualTree:
                 layout = FORMATS[suffix](meta, semantics, name)
                 volumes = VOLUME_FORMATS[suffix](meta, semantics, name) if suffix in VOLUME_FORMATS else {}
                 if isinstance(layout, LazyTiledLayout):
-                    layout = LazyLayout(functools.partial(tiled_file, self.engine, meta, semantics, layout.plan))
+                    # A TiledFile stands where a Layout stands (engine/tiles.py), which LazyLayout's type does not say.
+                    layout = LazyLayout(functools.partial(tiled_file, self.engine, meta, semantics,  # type: ignore[arg-type]
+                                                          layout.plan))
             except Exception:  # a format that cannot express this array must not hide the others
                 log.exception("array /%s: cannot build its %s layout", meta.path, suffix)
                 continue

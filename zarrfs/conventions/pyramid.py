@@ -32,7 +32,7 @@ def coarser_levels(hierarchy: Hierarchy, meta: ArrayMeta, semantics: Semantics) 
     if found is not None:
         image, level = found
         return overview_levels(meta, level_arrays(hierarchy, image)[level + 1:])
-    return overview_levels(meta, [level if isinstance(level := node_at(hierarchy, path), ArrayMeta) else None
+    return overview_levels(meta, [node if isinstance(node := node_at(hierarchy, path), ArrayMeta) else None
                                   for path in semantics.overviews])
 
 
@@ -43,7 +43,7 @@ def overview_levels(meta: ArrayMeta, coarser: Sequence[ArrayMeta | None]) -> tup
     for level in coarser:
         if not (isinstance(level, ArrayMeta) and level.dtype == meta.dtype and level.ndim == meta.ndim
                 and level.shape[:-2] == meta.shape[:-2] and 0 not in level.shape
-                and all(a <= b for a, b in zip(level.shape[-2:], previous.shape[-2:]))
+                and all(a <= b for a, b in zip(level.shape[-2:], previous.shape[-2:], strict=True))
                 and level.shape[-2:] != previous.shape[-2:]):
             break
         levels.append(level)

@@ -97,10 +97,14 @@ def _tile_blocks(reader: ArrayReader, grid: TileGrid, index: int, first_row: int
 class TileRegions(Protocol):
     """What `TiledFile` needs of a pure tiled layout (`formats.tiled_tiff.TiledLayout`)."""
 
-    size: int
-    grids: tuple[TileGrid, ...]
-    sample: np.dtype
-    head: bytes  # the file's first bytes, its IFDs (formats/tiff_head.py)
+    @property
+    def size(self) -> int: ...
+    @property
+    def grids(self) -> tuple[TileGrid, ...]: ...
+    @property
+    def sample(self) -> np.dtype: ...
+    @property
+    def head(self) -> bytes: ...  # the file's first bytes, its IFDs (formats/tiff_head.py)
 
     def read_into(self, offset: int, out: np.ndarray, read_tiles: Any) -> int: ...
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import tifffile
 
@@ -123,8 +123,10 @@ def _stored(image: ImageLevels) -> _Stored | None:
 def _build(images: list[_Stored], bigtiff: bool, description: bytes) -> TiledLayout:
     sample = images[0].pixels.dtype
     sink = _ZeroSkippingSink()
-    byteorder = ">" if sample.str[0] == ">" else "<"
-    with tifffile.TiffWriter(sink, bigtiff=bigtiff, byteorder=byteorder, ome=False, shaped=False) as writer:
+    byteorder: Literal["<", ">"] = ">" if sample.str[0] == ">" else "<"
+    # tifffile writes to any seekable binary file object (the sink); its annotation names IO[bytes].
+    with tifffile.TiffWriter(sink, bigtiff=bigtiff, byteorder=byteorder, ome=False,  # type: ignore[arg-type]
+                             shaped=False) as writer:
         for number, image in enumerate(images):
             resolution = image.resolution
             for level, grid in enumerate(image.grids):
@@ -152,7 +154,7 @@ def _build(images: list[_Stored], bigtiff: bool, description: bytes) -> TiledLay
                 )
     grids = [grid for image in images for grid in image.grids]
     sink.seek(0)
-    with tifffile.TiffFile(sink) as tif:
+    with tifffile.TiffFile(sink) as tif:  # type: ignore[arg-type]  # (any seekable binary file object)
         main = iter(tif.pages)
         pages_by_level: list[list[Any]] = []
         for image in images:

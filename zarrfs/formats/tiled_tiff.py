@@ -51,7 +51,7 @@ import itertools
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import numpy
 import tifffile
@@ -176,8 +176,12 @@ def tiled_plan(levels: Sequence[ArrayMeta], semantics: Semantics | None = None) 
     if sample is None or meta.ndim < 2 or 0 in meta.shape or max(meta.shape[-2:]) >= 2**32:
         return None
     bands = meta.ndim == 3 and 2 <= meta.shape[0] <= MAX_BANDS
-    found = [_grid(level, sample, bands) for level in levels]
-    grids = found[:found.index(None)] if None in found else found  # levels with chunks of one shape
+    grids: list[TileGrid] = []  # the levels up to the first whose chunks differ in shape
+    for level in levels:
+        grid = _grid(level, sample, bands)
+        if grid is None:
+            break
+        grids.append(grid)
     if not grids:
         return None
     if grids[0].pages > 1:  # reduced pages would all be overviews of the first plane
@@ -231,8 +235,10 @@ def centimetre_resolution(axes: Sequence[Axis]) -> tuple[float, float] | None:
 def _build(grids: list[TileGrid], sample: numpy.dtype, bigtiff: bool, extratags: tuple,
            resolution: tuple[tuple[float, float], int] | None) -> TiledLayout:
     sink = _ZeroSkippingSink()
-    byteorder = ">" if sample.str[0] == ">" else "<"
-    with tifffile.TiffWriter(sink, bigtiff=bigtiff, byteorder=byteorder, shaped=False, ome=False) as writer:
+    byteorder: Literal["<", ">"] = ">" if sample.str[0] == ">" else "<"
+    # tifffile writes to any seekable binary file object (the sink); its annotation names IO[bytes].
+    with tifffile.TiffWriter(sink, bigtiff=bigtiff, byteorder=byteorder, shaped=False,  # type: ignore[arg-type]
+                             ome=False) as writer:
         for level, grid in enumerate(grids):
             extra: dict[str, Any] = {}
             if level == 0:
@@ -265,7 +271,7 @@ def _build(grids: list[TileGrid], sample: numpy.dtype, bigtiff: bool, extratags:
 def _page_regions(sink: _SparseFile, grids: list[TileGrid]) -> list[tuple[int, int, int]]:
     """(start, level, page) of each page's tiles, read back from the IFDs tifffile wrote (main chain)."""
     sink.seek(0)
-    with tifffile.TiffFile(sink) as tif:
+    with tifffile.TiffFile(sink) as tif:  # type: ignore[arg-type]  # (any seekable binary file object)
         pages = iter(tif.pages)
         return checked_page_regions([[next(pages) for _ in range(grid.pages)] for grid in grids], grids)
 
@@ -285,7 +291,7 @@ def checked_page_regions(pages_by_level: Sequence[Sequence[Any]],
             offsets, counts = ifd.dataoffsets, ifd.databytecounts
             start = offsets[0]
             expected = range(start, start + grid.page_nbytes, grid.stride)
-            if (len(offsets) != len(expected) or any(a != b for a, b in zip(offsets, expected))
+            if (len(offsets) != len(expected) or any(a != b for a, b in zip(offsets, expected, strict=True))
                     or any(c != grid.tile_nbytes for c in counts)):
                 raise RuntimeError(f"tifffile did not write the tiles of page {page} of level {level} in order")
             regions.append((start, level, page))
@@ -305,7 +311,8 @@ class _ZeroSkippingSink(_SparseFile):
         super().__init__()
         self._zeros: object = None
 
-    def write(self, data: bytes | bytearray | memoryview | tuple[bytes, int]) -> int:
+    # More than RawIOBase.write takes: tifffile passes one-tile pages' (placeholder, bytecount) items here.
+    def write(self, data: bytes | bytearray | memoryview | tuple[bytes, int]) -> int:  # type: ignore[override]
         if isinstance(data, tuple):
             # A page that is exactly one tile: tifffile writes its data "contiguously", passing
             # our (placeholder, bytecount) item through as it is. The placeholder is the tile's stride.
