@@ -1,4 +1,5 @@
-"""Time `Layout.read_into` alone: the split of a FUSE read into header/region/trailer.
+"""Time `Layout.read_into` alone: the split of a FUSE read into header/region/trailer; and the build of a
+100 GiB array's .tif and .bigtiff.tif layouts (metadata only: tests/test_formats_tiff.py checks their sizes).
 
 The region reader is a fake that copies from an in-memory array, so the
 numbers are the layout's own cost per 1 MiB read (plus one memcpy), for the
@@ -17,6 +18,7 @@ import numpy as np
 
 from zarrfs.formats import base
 from zarrfs.formats.base import Layout
+from zarrfs.formats.tiff import bigtiff_layout, tiff_layout
 
 MiB = 2**20
 READ = 1 * MiB
@@ -54,7 +56,19 @@ def _time_memcpy(data: np.ndarray, repeats: int = 2000) -> float:
     return float(np.median(times) * 1e6)
 
 
+def _time_100_gib_layouts(repeats: int = 5) -> float:
+    """Median milliseconds to build the strip TIFF and BigTIFF layouts of a (1600, 8192, 8192) uint8 array."""
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        tiff_layout((1600, 8192, 8192), np.dtype("u1"))
+        bigtiff_layout((1600, 8192, 8192), np.dtype("u1"))
+        times.append(time.perf_counter() - start)
+    return float(np.median(times) * 1e3)
+
+
 def main() -> None:
+    print(f"the .tif and .bigtiff.tif layouts of 100 GiB: {_time_100_gib_layouts():8.1f} ms")
     data = np.random.default_rng(1).integers(0, 255, REGION, dtype=np.uint8)
     plain = Layout(b"\0" * HEADER, REGION, b"\0" * 1000)
     print(f"memcpy of 1 MiB alone:               {_time_memcpy(data):8.1f} us")

@@ -2,15 +2,36 @@
 # Set up everything zarrfs needs on a Debian/Ubuntu machine, idempotently:
 #   system packages: fuse3 (libfuse 3 + fusermount3), python3-venv if venv is missing,
 #   gcc and python3-dev if missing (zarrfs builds two small C extensions, zarrfs/engine/_gather.c and zarrfs/fuse/_threadstate.c)
-#   a virtual environment in .venv with zarrfs installed (editable) with its test, remote, geo,
-#   icechunk and references extras, made with the newest Python >= 3.12 found (scripts/pythons.sh:
-#   python3.1x on PATH, pyenv), else 3.11 (then icechunk stays at 1.1: no Icechunk format 2; zarr-python 3.1)
+#   a virtual environment in .venv with zarrfs installed (editable) with its remote, geo, icechunk and
+#   references extras and (not with --product) its test and lint extras, made with the newest Python >= 3.12
+#   found (scripts/pythons.sh: python3.1x on PATH, pyenv), else 3.11 (then icechunk stays at 1.1: no
+#   Icechunk format 2; zarr-python 3.1)
 #   with --oldest-too: .venv-oldest, the same with the oldest supported Python (CI runs the suite in both)
 #   .venv-zp34 with zarr-python 3.4.2 (needs Python >= 3.12): the out-of-process oracle of tests/zp3x.py
 #   .venv-geozarr with zarr-python 3.4.2 and the GeoZarr writers of tests/geozarr_writers.py
-# Usage: bash scripts/setup.sh [--clients] [--oldest-too]   (--clients also installs GDAL and stock ImageJ for the tests)
+# Usage: bash scripts/setup.sh [--product | [--clients] [--oldest-too]]
+#   --product: the product alone (the demo's setup): .venv with the runtime extras, no test tooling, no
+#              writers' venvs; --clients also installs GDAL and stock ImageJ for the tests
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+product=0 clients=0 oldest_too=0
+for arg in "$@"; do
+    case $arg in
+    --product) product=1 ;;
+    --clients) clients=1 ;;
+    --oldest-too) oldest_too=1 ;;
+    *) echo "setup: unknown argument $arg (usage: bash scripts/setup.sh [--product | [--clients] [--oldest-too]])" >&2
+       exit 2 ;;
+    esac
+done
+if [ "$product" = 1 ] && [ "$clients$oldest_too" != 00 ]; then
+    echo "setup: --product installs the product alone: not with --clients or --oldest-too" >&2
+    exit 2
+fi
+# The runtime extras; the test command's setup adds what the tests and the linters need.
+extras=remote,icechunk,references,geo
+[ "$product" = 1 ] || extras=test,lint,$extras
 
 sudo=()
 [ "$(id -u)" -ne 0 ] && sudo=(sudo)
@@ -43,10 +64,10 @@ if [ ${#missing[@]} -gt 0 ]; then
     apt_install "${missing[@]}"
 fi
 
-make_venv() {  # make_venv DIR PYTHON: zarrfs editable with every extra (an existing DIR is kept as it is)
+make_venv() {  # make_venv DIR PYTHON: zarrfs editable with $extras (an existing DIR is kept as it is)
     [ -x "$1/bin/python" ] || "$2" -m venv "$1"
     "$1/bin/python" -m pip install -q --upgrade pip 2>&1 | grep -v "^WARNING: Location" || true
-    "$1/bin/python" -m pip install -q -e ".[test,remote,icechunk,references,geo]" 2>&1 | grep -v "^WARNING: Location" || true
+    "$1/bin/python" -m pip install -q -e ".[$extras]" 2>&1 | grep -v "^WARNING: Location" || true
     "$1/bin/python" -c "import zarrfs, mfusepy" >/dev/null
 }
 make_venv .venv "$PYTHON"
@@ -56,14 +77,16 @@ if [ "$(printf '%s\n' "$(venv_version .venv)" 3.12 | sort -V | head -n 1)" != 3.
          "which cannot read Icechunk format 2 repositories, and the tests use zarr-python 3.1; with Python" \
          ">= 3.12 installed, remove .venv and run setup again" >&2
 fi
-for arg in "$@"; do
-    if [ "$arg" = --oldest-too ]; then
-        oldest=$(echo "$pythons" | head -n 1)
-        if [ -n "$oldest" ] && [ "${oldest%% *}" != "$(venv_version .venv)" ]; then
-            make_venv .venv-oldest "${oldest#* }"
-        fi
+if [ "$product" = 1 ]; then
+    echo "setup: ready (.venv/bin/zarrfs; the test command's setup adds the test tooling and the writers' venvs)"
+    exit 0
+fi
+if [ "$oldest_too" = 1 ]; then
+    oldest=$(echo "$pythons" | head -n 1)
+    if [ -n "$oldest" ] && [ "${oldest%% *}" != "$(venv_version .venv)" ]; then
+        make_venv .venv-oldest "${oldest#* }"
     fi
-done
+fi
 
 python312() {  # a Python >= 3.12 that runs (a pyenv shim of a version not selected does not), or nothing
     for candidate in python3.12 "$(pyenv root 2>/dev/null)"/versions/3.12*/bin/python3.12; do
@@ -114,9 +137,7 @@ assert zarr.__version__ == '$ZP3X_ZARR' and rioxarray.__version__ == '0.23.0'" 2
     fi
 fi
 
-for arg in "$@"; do
-    if [ "$arg" = --clients ]; then
-        bash scripts/install_clients.sh
-    fi
-done
+if [ "$clients" = 1 ]; then
+    bash scripts/install_clients.sh
+fi
 echo "setup: ready (.venv/bin/zarrfs)"

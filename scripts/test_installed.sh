@@ -66,7 +66,7 @@ wheel_for() {  # wheel_for PYTHON: the x86_64 wheel for PYTHON's version
 install_wheel() {  # install_wheel PYTHON VENV WHEEL: the wheel and the tests' needs, with no compiler
     "$1" -m venv "$2"
     pip_quiet "$2" --upgrade pip
-    no_compiler "$2/bin/python" -m pip install -q "$3" pytest "zarr>=3.1" 2>&1 | grep -v "^WARNING: Location" || true
+    no_compiler "$2/bin/python" -m pip install -q "$3" pytest pytest-timeout "zarr>=3.1" 2>&1 | grep -v "^WARNING: Location" || true
     "$2/bin/python" -P -c 'import zarrfs.engine._gather, zarrfs.engine._cached_reads, zarrfs.fuse._fast_read, zarrfs.fuse._threadstate'
     ( cd / && env -u ZARRFS_NO_EXTENSIONS "$2/bin/zarrfs" --version ) | tail -n 1 | grep -qx "compiled extensions: in use"
 }

@@ -7,7 +7,6 @@ import math
 import os
 import shutil
 import subprocess
-import time
 from pathlib import Path
 
 import numpy as np
@@ -263,17 +262,16 @@ def test_single_plane_past_4gib_is_bigtiff_only() -> None:
     assert layout is not None and layout.trailer == b"" and len(layout.header) < 1024
 
 
-def test_100_gb_layout_is_fast_and_small() -> None:
+def test_100_gb_layout_is_small() -> None:
+    """Metadata only, never the data: the IFDs of 1600 pages fit in a few hundred KiB. How long building
+    them takes is bench/bench_layout.py's (milliseconds)."""
     shape = (1600, 8192, 8192)  # 100 GiB uint8
-    start = time.perf_counter()
     classic = tiff_layout(shape, np.dtype("u1"))
     big = bigtiff_layout(shape, np.dtype("u1"))
-    elapsed = time.perf_counter() - start
     assert classic is not None and big is not None
     assert classic.data_nbytes == big.data_nbytes == 100 * GiB
     assert len(classic.header) + len(classic.trailer) < 1024
     assert len(big.trailer) < 1600 * 512
-    assert elapsed < 1.0  # milliseconds in practice; generous for slow CI
 
 
 # --- GDAL reads what we assemble ---

@@ -111,14 +111,14 @@ def test_signal_during_heavy_reads(signum: int, big: tuple[Path, np.ndarray], tm
         assert mount.process is not None
         with Readers(mount / "img.raw", data, 12) as readers:
             assert wait_until(lambda: readers.reads > 50, 20)
-            started = time.monotonic()
             mount.process.send_signal(signum)
-            assert mount.process.wait(timeout=GRACE_SECONDS + 5) == 0
-            stopped = time.monotonic() - started
+            assert mount.process.wait(timeout=GRACE_SECONDS + 60) == 0  # (a hang guard)
             assert readers.join(10), "a reader hung after the daemon stopped"
-        print(f"{signal.Signals(signum).name} with 12 readers: daemon gone after {stopped:.2f} s; "
-              f"{readers.reads} reads; reader errors {sorted(set(readers.errors))}")
-        assert stopped < GRACE_SECONDS + 1
+        print(f"{signal.Signals(signum).name} with 12 readers: {readers.reads} reads; "
+              f"reader errors {sorted(set(readers.errors))}")
+        # No read was left to the grace period: the daemon ended its reads itself (the forced stop logs
+        # "reads still waiting", a line this mount does not allow).
+        assert not [line for line in mount.log_lines() if "reads still waiting" in line]
         assert readers.wrong == 0
         assert set(readers.errors) <= GONE and len(readers.errors) == 12
         assert wait_until(lambda: not is_mounted(mount.root), 5)
@@ -128,9 +128,11 @@ class StallingHandler(SimpleHTTPRequestHandler):
     """Static files; chunk keys (names starting with a digit) wait until `release` is set (60 s at most)."""
 
     release = threading.Event()
+    asked = threading.Event()  # a chunk has been asked for and is being held
 
     def do_GET(self) -> None:  # noqa: N802 - the http.server name
         if os.path.basename(self.path)[:1].isdigit():
+            self.asked.set()
             self.release.wait(60)
         try:
             super().do_GET()
@@ -153,6 +155,7 @@ def stalling_server(tmp_path: Path) -> Iterator[str]:
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     StallingHandler.release.clear()
+    StallingHandler.asked.clear()
     try:
         yield f"http://127.0.0.1:{server.server_address[1]}"
     finally:
@@ -215,16 +218,16 @@ def test_readers_stuck_on_a_slow_array_leave_the_rest_of_the_mount_answering(tmp
             # The daemon asks for an array's chunks only once a read of it has reached a FUSE thread.
             assert wait_until(lambda: len(SlowArraysHandler.held) == STUCK_READERS, 10), \
                 f"reads of only {len(SlowArraysHandler.held)} of {STUCK_READERS} arrays reached the daemon"
-            took = {}
+            # The stuck readers stay held until `release` is set: each of these ending at all shows it did
+            # not queue behind them (60 s: a hang guard, not a measure).
             for what, call in [("stat", lambda: os.stat(mount / "fast.json")),
                                ("listdir", lambda: os.listdir(mount.root)),
                                ("read", lambda: (mount / "fast.raw").read_bytes() == fast.astype("u1").tobytes())]:
-                started = time.monotonic()
-                assert call(), what
-                took[what] = time.monotonic() - started
-            print(f"with {STUCK_READERS} readers stuck on the store: " +
-                  ", ".join(f"{what} {seconds:.2f} s" for what, seconds in took.items()))
-            assert max(took.values()) < 5, took
+                answers: list[object] = []
+                other = threading.Thread(target=lambda call=call: answers.append(call()), daemon=True)
+                other.start()
+                other.join(60)
+                assert answers and answers[0], f"{what} waited behind the readers stuck on the store"
             assert not outcomes, "the stuck readers should still be waiting"
             SlowArraysHandler.release.set()
             for reader in readers:
@@ -253,15 +256,14 @@ def test_sigterm_with_reads_stuck_on_a_slow_store(stalling_server: str, tmp_path
 
         reader = threading.Thread(target=read, daemon=True)
         reader.start()
-        time.sleep(1.0)
+        assert StallingHandler.asked.wait(10), "the read did not reach the store"
         assert not outcome, "the read should be waiting on the stalled store"
-        started = time.monotonic()
         mount.process.send_signal(signal.SIGTERM)
-        assert mount.process.wait(timeout=GRACE_SECONDS + 5) == 0
-        stopped = time.monotonic() - started
+        assert mount.process.wait(timeout=GRACE_SECONDS + 60) == 0  # (a hang guard; the store holds 60 s)
         reader.join(5)
-        print(f"SIGTERM with a read stuck on the store: daemon gone after {stopped:.2f} s, reader got {outcome}")
-        assert GRACE_SECONDS - 0.5 < stopped < GRACE_SECONDS + 2
+        print(f"SIGTERM with a read stuck on the store: reader got {outcome}")
+        # It waited out the grace period for the read, then stopped all the same: the stopper says so.
+        assert [line for line in mount.log_lines() if f"reads still waiting {GRACE_SECONDS:.0f} s" in line]
         assert outcome and outcome[0] in GONE
         assert not is_mounted(mount.root)
 

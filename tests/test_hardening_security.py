@@ -15,7 +15,6 @@ import shutil
 import stat
 import subprocess
 import tempfile
-import time
 import tracemalloc
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -180,17 +179,14 @@ def huge_zmetadata(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_100mb_zmetadata_is_refused_with_what_to_do(huge_zmetadata: Path, tmp_path: Path) -> None:
+    """The refusal comes before the document is read whole (test_100mb_zmetadata_memory: what it reads)."""
     (tmp_path / "mnt").mkdir()
-    started = time.monotonic()
     result = run_zarrfs("mount", huge_zmetadata, tmp_path / "mnt", "--log-file", tmp_path / "log")
-    elapsed = time.monotonic() - started
     assert result.returncode == 1
     assert result.stderr.splitlines() == [
         f"zarrfs: error: {huge_zmetadata}: .zmetadata: metadata document over the 32 MiB limit; "
         f"if the store is trusted, raise it with the environment variable {SIZE_VARIABLE} "
         f"(e.g. {SIZE_VARIABLE}=64M)"]
-    print(f"100 MB .zmetadata: refused in {elapsed:.2f} s")
-    assert elapsed < 10
 
 
 def test_100mb_zmetadata_memory(huge_zmetadata: Path) -> None:
@@ -218,15 +214,14 @@ def test_the_size_limit_can_be_raised(tmp_path: Path, monkeypatch: pytest.Monkey
 
 
 @pytest.mark.parametrize("depth", [200, 100_000, 10_000_000])
-def test_deeply_nested_json_is_refused_quickly(depth: int, tmp_path: Path) -> None:
+def test_deeply_nested_json_is_refused_by_its_depth(depth: int, tmp_path: Path) -> None:
+    """By the depth check (iterative: no RecursionError, no parse of ten million levels into objects)."""
     store = tmp_path / "s.zarr"
     store.mkdir()
     (store / "zarr.json").write_bytes(b'{"zarr_format": 3, "node_type": "group", "attributes": {"a": '
                                       + b"[" * depth + b"]" * depth + b"}}")
-    started = time.monotonic()
     with pytest.raises(MetadataError, match="nested more than 128 levels deep"):
         Engine.open(str(store))
-    assert time.monotonic() - started < 5
 
 
 def test_a_million_consolidated_nodes_are_refused(tmp_path: Path) -> None:
@@ -240,12 +235,8 @@ def test_a_million_consolidated_nodes_are_refused(tmp_path: Path) -> None:
     nodes = ", ".join(f'"g{i}": {node}' for i in range(1_000_000))
     store.mkdir()
     (store / "zarr.json").write_text(shell.replace('"metadata": {}', f'"metadata": {{{nodes}}}'))
-    started = time.monotonic()
-    with pytest.raises(MetadataError, match=f"over the 32 MiB limit.*{SIZE_VARIABLE}"):
+    with pytest.raises(MetadataError, match=f"over the 32 MiB limit.*{SIZE_VARIABLE}"):  # by size, unparsed
         Engine.open(str(store))
-    elapsed = time.monotonic() - started
-    print(f"a million consolidated nodes ({(store / 'zarr.json').stat().st_size >> 20} MiB): refused in {elapsed:.2f} s")
-    assert elapsed < 5
 
 
 def test_a_huge_group_lists_a_bounded_number_of_children(tmp_path: Path) -> None:
@@ -260,15 +251,13 @@ def test_a_huge_group_lists_a_bounded_number_of_children(tmp_path: Path) -> None
     with mounted(store, tmp_path / "mnt", tmp_path / "log", "--formats", "raw",
                  expected_log=[rf"WARNING .*30000 children; listing the first {DEFAULT_MAX_GROUP_CHILDREN}"
                                rf".*{CHILDREN_VARIABLE}"]) as mount:
-        started = time.monotonic()
         names = os.listdir(mount.root)
-        elapsed = time.monotonic() - started
         assert mount.pid is not None
         status = Path(f"/proc/{mount.pid}/status").read_text()
         peak = int(status.split("VmHWM:")[1].split()[0]) >> 10
-        print(f"group of 30,000 arrays: {len(names)} names listed in {elapsed:.2f} s, daemon peak {peak} MiB")
+        print(f"group of 30,000 arrays: {len(names)} names listed, daemon peak {peak} MiB")
         assert len(names) == DEFAULT_MAX_GROUP_CHILDREN + 2  # .group.json, .zarrfs-stats.json
         assert "a00000.raw" in names and "a09999.raw" in names and "a10000.raw" not in names
-        assert elapsed < 30 and peak < 400
+        assert peak < 400
         assert sum("30000 children" in line for line in mount.log_lines()) == 1
 

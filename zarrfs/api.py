@@ -88,7 +88,7 @@ def mounted(source: str | Path, mountpoint: str | Path | None = None, **options:
     from .cli.mount_command import run_mount_command
 
     created = mountpoint is None
-    root = Path(tempfile.mkdtemp(prefix="zarrfs-")) if created else Path(mountpoint)
+    root = Path(tempfile.mkdtemp(prefix="zarrfs-")) if mountpoint is None else Path(mountpoint)
     try:
         argv = mount_argv(str(source), str(root), **options)
         try:

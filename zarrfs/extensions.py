@@ -6,7 +6,8 @@ same bytes, slower. zarrfs imports, mounts and serves every file without them:
 where a build could not compile them (no compiler), off Linux (setup.py builds
 them there only: they call `preadv2` and replace libfuse 3's read callback;
 macOS and FreeBSD run the Python path), or where `ZARRFS_NO_EXTENSIONS=1` asks
-for the Python path (the CI run of the fast subset without them). The layer that owns an extension imports it through `wanted` and
+for the Python path (the CI run of the fast subset without them). The layer
+that owns an extension imports it through `wanted` and
 reports a failed import with `unavailable`; the daemon's log and
 `zarrfs --version` say once which ones are not used and why (`summary`).
 """

@@ -24,7 +24,7 @@ import gc
 import os
 import sys
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 _M_TRIM_THRESHOLD = -1
 _M_MMAP_THRESHOLD = -3
@@ -198,7 +198,7 @@ class HeapTrimmer:
         self.trims = 0
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._trim = getattr(_libc(), "malloc_trim", None)
+        self._trim: Callable[[int], int] | None = getattr(_libc(), "malloc_trim", None)
 
     def start(self) -> bool:
         """Start watching (False, doing nothing, where the allocator is not glibc's)."""
@@ -216,7 +216,7 @@ class HeapTrimmer:
     def _run(self) -> None:
         while not self._stop.wait(self.interval):
             info = _mallinfo2()
-            if info is not None and info.fordblks > self.slack:
+            if info is not None and info.fordblks > self.slack and self._trim is not None:
                 self._trim(0)
                 self.trims += 1
 

@@ -34,8 +34,9 @@ array N the files N.npy, N.raw (C-order element bytes) with its headers
 N.raw.hdr (ENVI), N.mhd (MetaImage) and N.nrrd.nhdr (NRRD), N.tif (ImageJ
 hyperstack with calibration, GeoTIFF tags when georeferenced; for a
 georeferenced map the tiled GeoTIFF, with the ImageJ file as N.strips.tif;
-past 4 GiB also N.bigtiff.tif, one page per plane), N.tiled.tif (tiled GeoTIFF with the image's pyramid as overviews, for
-GDAL/QGIS) and N.json; a string array only N.npy and N.json. Each OME-Zarr
+past 4 GiB also N.bigtiff.tif, one page per plane), N.tiled.tif (tiled
+GeoTIFF with the image's pyramid as overviews, for GDAL/QGIS) and N.json;
+a string array only N.npy and N.json. Each OME-Zarr
 image (and plate) also gives NAME.ome.tif, a pyramidal OME-TIFF for
 Bio-Formats (Fiji, QuPath, OMERO). By default the command returns once the
 mount is usable and the daemon keeps running in the background; stop it

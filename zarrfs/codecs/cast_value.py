@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
+import numpy.typing as npt
 
 from ..elements.dtypes import parse_v3_data_type
 from ..errors import ChunkError, MetadataError, UnsupportedError
@@ -216,11 +217,11 @@ def _always_exact(source: np.dtype, out: np.dtype) -> bool:
     return source.itemsize * 8 - (source.kind == "i") <= mantissa
 
 
-def _directed(exact: np.ndarray, result: np.ndarray, out: np.dtype, rounding: str, wide: type,
+def _directed(exact: np.ndarray, result: np.ndarray, out: np.dtype, rounding: str, wide: npt.DTypeLike,
               finite: np.ndarray) -> np.ndarray:
     """Correct nearest-even results to another rounding rule, one step of `out` at most."""
     result = result.copy()
-    back = result.astype(wide)
+    back: np.ndarray = result.astype(wide)
     top = np.finfo(out).max
     if rounding == "nearest-away":
         toward = np.where(exact > back, np.inf, -np.inf).astype(out)

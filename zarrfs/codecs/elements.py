@@ -64,8 +64,8 @@ class TransposeCodec:
             return cls(tuple(range(ndim)))
         if order == "F":
             return cls(tuple(reversed(range(ndim))))
-        integers = isinstance(order, list) and all(isinstance(i, int) and not isinstance(i, bool) for i in order)
-        if not integers or sorted(order) != list(range(ndim)):
+        if not (isinstance(order, list) and all(isinstance(i, int) and not isinstance(i, bool) for i in order)
+                and sorted(order) == list(range(ndim))):
             raise MetadataError(f"{where}: transpose order must be a permutation of 0..{ndim - 1}, got {order!r}")
         return cls(tuple(order))
 

@@ -25,8 +25,8 @@ from .spec import ChunkSpec, as_objects, view_as_chunk
 class ChunkCodec(Protocol):
     """Turns one stored object into the chunk it encodes."""
 
-    def decode(self, data: bytes, shape: tuple[int, ...], dtype: np.dtype, out: np.ndarray | None = None,
-               ) -> np.ndarray:
+    def decode(self, data: bytes | bytearray | memoryview, shape: tuple[int, ...], dtype: np.dtype,
+               out: np.ndarray | None = None) -> np.ndarray:
         """The chunk as an array of `shape` and `dtype`, in logical (C-index) order.
 
         `out`: flat uint8 memory of the chunk's size, used for the chunk when `decodes_into`
@@ -72,8 +72,8 @@ class V2ChunkCodec:
     filters: tuple[Codec, ...] = ()
     order: str = "C"
 
-    def decode(self, data: bytes, shape: tuple[int, ...], dtype: np.dtype, out: np.ndarray | None = None,
-               ) -> np.ndarray:
+    def decode(self, data: bytes | bytearray | memoryview, shape: tuple[int, ...], dtype: np.dtype,
+               out: np.ndarray | None = None) -> np.ndarray:
         limit = chunk_output_bound(shape, dtype)
         buf: Any = data
         stages = ([self.compressor] if self.compressor is not None else []) + list(reversed(self.filters))
@@ -116,8 +116,8 @@ class V3ChunkCodec:
     array_bytes: ArrayToBytes
     bytes_codecs: tuple[BytesToBytes, ...]
 
-    def decode(self, data: bytes, shape: tuple[int, ...], dtype: np.dtype, out: np.ndarray | None = None,
-               ) -> np.ndarray:
+    def decode(self, data: bytes | bytearray | memoryview, shape: tuple[int, ...], dtype: np.dtype,
+               out: np.ndarray | None = None) -> np.ndarray:
         representations = [(shape, dtype)]
         for codec in self.array_codecs:
             representations.append(codec.encoded_representation(*representations[-1]))
@@ -126,8 +126,8 @@ class V3ChunkCodec:
         buf: Any = data
         # Decoded last, its output is the chunk: the one stage that may write into `out`.
         last = self.bytes_codecs[0] if out is not None and self.decodes_into(dtype) else None
-        for codec in reversed(self.bytes_codecs):
-            buf = codec.decode(buf, limit, out if codec is last else None)
+        for stage in reversed(self.bytes_codecs):
+            buf = stage.decode(buf, limit, out if stage is last else None)
         array = self.array_bytes.decode(buf, encoded_shape, encoded_dtype)
         for codec, (rep_shape, rep_dtype) in zip(
             reversed(self.array_codecs), reversed(representations[:-1]), strict=True

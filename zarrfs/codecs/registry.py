@@ -46,7 +46,7 @@ class CodecFactory(Protocol):
 _BY_NAME: dict[str, CodecFactory] = {}
 _BY_PREFIX: dict[str, CodecFactory] = {}  # "numcodecs." -> the class that reads any numcodecs id
 
-T = TypeVar("T", bound=type)
+T = TypeVar("T", bound=CodecFactory)
 
 
 def register(*names: str) -> Callable[[T], T]:

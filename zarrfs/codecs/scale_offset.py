@@ -59,7 +59,8 @@ class ScaleOffsetCodec:
         value = (int(fill) - self.offset) * self.scale
         info = np.iinfo(dtype)
         if not info.min <= value <= info.max:
-            raise ChunkError(f"scale_offset encodes the fill value {int(fill)} as {value}, outside the range of {dtype}")
+            raise ChunkError(f"scale_offset encodes the fill value {int(fill)} as {value}, outside the range of "
+                             f"{dtype}")
         return np.array(value, fill.dtype)
 
     def decode(self, array: np.ndarray, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
@@ -68,7 +69,8 @@ class ScaleOffsetCodec:
             kind = native.dtype.type
             with np.errstate(all="ignore"):  # inf and nan are values of the float type
                 return native / kind(self.scale) + kind(self.offset)
-        return _decode_integers(native, self.offset, self.scale)
+        # An integer dtype's offset and scale are ints (json_scalar in that dtype).
+        return _decode_integers(native, int(self.offset), int(self.scale))
 
     def describe(self) -> dict[str, Any]:
         return {"name": "scale_offset", "configuration": self.config}
@@ -77,7 +79,7 @@ class ScaleOffsetCodec:
 def _decode_integers(array: np.ndarray, offset: int, scale: int) -> np.ndarray:
     """`array / scale + offset`, exact and in range, else ChunkError."""
     dtype = array.dtype
-    wide = array.astype(_wide_type(dtype, offset, scale))
+    wide: np.ndarray = array.astype(_wide_type(dtype, offset, scale))
     if np.any(wide % scale):
         raise ChunkError(f"scale_offset: a stored value is not a multiple of scale {scale} "
                          f"(the result is not a {dtype})")

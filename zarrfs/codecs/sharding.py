@@ -79,7 +79,8 @@ class ShardingCodec:
         nbytes = self.index_nbytes(shard_shape)
         return (0, nbytes) if self.index_location == "start" else (-nbytes, 0)
 
-    def parse_index(self, raw: bytes, shard_shape: tuple[int, ...], shard_nbytes: int | None = None) -> np.ndarray:
+    def parse_index(self, raw: bytes | bytearray, shard_shape: tuple[int, ...],
+                    shard_nbytes: int | None = None) -> np.ndarray:
         """The index as a (n_inner, 2) uint64 array of (offset, nbytes), checked.
 
         Refused: a wrong length, half-empty entries, ranges past 2**63, ranges
@@ -163,3 +164,13 @@ def _check_ranges(entries: np.ndarray, starts: np.ndarray, stops: np.ndarray, da
             i = int(overlap[0])
             raise ChunkError(f"shard index entries {entries[order[i - 1]]} and {entries[order[i]]} overlap "
                              f"([{int(s[i - 1])}:{int(e[i - 1])}] and [{int(s[i])}:{int(e[i])}])")
+
+
+def sharding_alone(codec: ChunkCodec) -> ShardingCodec | None:
+    """The sharding codec of a v3 pipeline that is nothing else, else None: such an array is read
+    inner chunk by inner chunk (engine.chunks.make_source, model.tiling.read_unit_shape); a
+    sharding codec with other codecs around it decodes whole shards."""
+    if isinstance(codec, V3ChunkCodec) and isinstance(codec.array_bytes, ShardingCodec) \
+            and not codec.array_codecs and not codec.bytes_codecs:
+        return codec.array_bytes
+    return None

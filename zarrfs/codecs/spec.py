@@ -47,7 +47,7 @@ def as_objects(decoded: Any, shape: tuple[int, ...], order: str = "C") -> np.nda
     count = int(np.prod(shape, dtype=np.int64))
     if array.size != count:
         raise ChunkError(f"decoded to {array.size} elements, expected {count} for a {shape} chunk")
-    return array.astype(object, copy=False).reshape(shape, order=order)
+    return array.astype(object, copy=False).reshape(shape, order="F" if order == "F" else "C")
 
 
 def json_scalar(value: Any, dtype: np.dtype, what: str, where: str) -> Any:

@@ -50,6 +50,7 @@ def band_names(meta: ArrayMeta, siblings: Mapping[str, ArrayMeta],
 def _checked(names: list[object], count: int, where: str) -> tuple[str, ...]:
     if len(names) != count:
         raise ConventionError(f"{where} has {len(names)} names for {count} bands")
-    if not all(isinstance(n, str) and n.strip() and n.isprintable() for n in names):
+    lines = [n for n in names if isinstance(n, str) and n.strip() and n.isprintable()]
+    if len(lines) != len(names):
         raise ConventionError(f"{where} {names!r:.80} holds names that are not one line of text")
-    return tuple(n.strip() for n in names)  # type: ignore[union-attr]
+    return tuple(n.strip() for n in lines)

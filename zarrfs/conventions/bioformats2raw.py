@@ -211,5 +211,7 @@ def _metadata(hierarchy: Hierarchy, collection_path: str) -> tuple[bytes | None,
     if raw is not None and len(raw) > limit:
         return None, (f"{OME_GROUP}/{METADATA_FILE} is over the {limit >> 20} MiB metadata limit "
                       "(ZARRFS_MAX_METADATA_SIZE), not used")
-    return raw, None
+    # bytes: the document is kept in the `Collection` and becomes part of a layout's header; the disk cache
+    # may answer with a bytearray.
+    return (bytes(raw) if raw is not None else None), None
 

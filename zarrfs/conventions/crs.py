@@ -43,8 +43,8 @@ def epsg_from_projjson(doc: Any) -> int | None:
     """PROJJSON's top-level `id` (or the first of `ids`) when its authority is EPSG."""
     if not isinstance(doc, dict):
         return None
-    ids = doc.get("ids") if isinstance(doc.get("ids"), list) else [doc.get("id")]
-    for ident in ids:
+    ids = doc.get("ids")
+    for ident in ids if isinstance(ids, list) else [doc.get("id")]:
         if isinstance(ident, dict) and str(ident.get("authority", "")).upper() == "EPSG":
             code = ident.get("code")
             if isinstance(code, int) or (isinstance(code, str) and code.isdigit()):

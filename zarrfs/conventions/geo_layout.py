@@ -19,7 +19,7 @@ from __future__ import annotations
 import posixpath
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeGuard
 
 from .geo import GeoTransform, corner_transform, registration
 from .semantics import ConventionError
@@ -47,7 +47,7 @@ class GeoLayout:
         return posixpath.join(self.group_path, level.asset).strip("/") if level.asset else self.group_path
 
 
-def is_layout_object(value: Any) -> bool:
+def is_layout_object(value: Any) -> TypeGuard[dict[str, Any]]:
     """A `multiscales` value that is the zarr-conventions object, never OME-Zarr's list of images."""
     return isinstance(value, dict)
 

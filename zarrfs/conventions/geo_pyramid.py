@@ -76,9 +76,11 @@ def layout_georeference(hierarchy: Hierarchy, meta: ArrayMeta) -> tuple[GeoRefer
     """Where a level array lies when only its layout entry says it: the entry's `spatial:transform`, with
     the GeoZarr CRS of the array, its group or the layout group (the first that has one). None otherwise."""
     found = _layout_of(hierarchy, meta) if meta.ndim >= 2 else None
-    if found is None or found[1] is None or found[1].transform is None:
+    if found is None:
         return None
     layout, own = found
+    if own is None or own.transform is None:
+        return None
     parent = node_at(hierarchy, meta.path.rpartition("/")[0])
     group = node_at(hierarchy, layout.group_path)
     for where, node in (("array", meta), ("group", parent), ("layout group", group)):
@@ -151,7 +153,7 @@ def _pyramid(hierarchy: Hierarchy, layout: GeoLayout, own: LayoutLevel, meta: Ar
         if array is None:
             notes.append(f"level {_label(level)} has no array {name!r}")
             continue
-        if array.ndim != meta.ndim or not all(a <= b for a, b in zip(array.shape[-2:], meta.shape[-2:])) \
+        if array.ndim != meta.ndim or not all(a <= b for a, b in zip(array.shape[-2:], meta.shape[-2:], strict=True)) \
                 or array.shape[-2:] == meta.shape[-2:]:
             continue  # not coarser (the full resolution itself, or a finer level): not an error
         usable, note = _check(hierarchy, level, array, meta, geo)

@@ -186,7 +186,7 @@ def _axes(value: Any, version: str, ndim: int) -> list[tuple[str, str, str | Non
         raise ConventionError(f"'axes' must be a list, got {type(value).__name__}")
     if len(value) != ndim:
         raise ConventionError(f"{len(value)} axes for a {ndim}-D array")
-    out = []
+    out: list[tuple[str, str, str | None, str | None]] = []
     for axis in value:
         if isinstance(axis, str):  # 0.3: names only
             out.append((axis, guess_kind(axis), None, None))
@@ -285,9 +285,10 @@ def _channel(doc: dict[str, Any]) -> Channel:
     bounds = None
     if window is not None:
         start, end = (window.get("start"), window.get("end")) if isinstance(window, dict) else (None, None)
-        if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (start, end)):
+        numbers = [float(v) for v in (start, end) if isinstance(v, (int, float)) and not isinstance(v, bool)]
+        if len(numbers) != 2:
             raise ConventionError(f"omero channel window {window!r} needs numbers 'start' and 'end'")
-        bounds = (float(start), float(end))
+        bounds = (numbers[0], numbers[1])
     return Channel(label, color, bounds)
 
 
@@ -309,7 +310,7 @@ def label_colors(block: dict[str, Any]) -> tuple[LabelColor, ...]:
         if not (isinstance(rgba, list) and len(rgba) == 4
                 and all(isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= 255 for v in rgba)):
             raise ConventionError(f"image-label colour {color!r}: 'rgba' must be four integers 0-255")
-        out.append(LabelColor(value, tuple(rgba)))  # type: ignore[arg-type]
+        out.append(LabelColor(value, tuple(rgba)))
     values = [c.value for c in out]
     if len(set(values)) != len(values):
         raise ConventionError(f"image-label colours repeat label values {values}")

@@ -55,7 +55,8 @@ def plate_of_group(hierarchy: Hierarchy, group: GroupMeta) -> Plate | None:
     if block is None:
         return None
     wells: list[Well] = []
-    for entry in block.get("wells") if isinstance(block.get("wells"), list) else []:
+    entries = block.get("wells")
+    for entry in entries if isinstance(entries, list) else []:
         well = _well(hierarchy, group, entry)
         if well is not None:
             wells.append(well)

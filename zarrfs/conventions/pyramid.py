@@ -48,7 +48,7 @@ def overview_levels(meta: ArrayMeta, coarser: Sequence[ArrayMeta | None],
         if not (isinstance(level, ArrayMeta) and (level.dtype == meta.dtype or not same_dtype)
                 and level.ndim == meta.ndim
                 and level.shape[:-2] == meta.shape[:-2] and 0 not in level.shape
-                and all(a <= b for a, b in zip(level.shape[-2:], previous.shape[-2:]))
+                and all(a <= b for a, b in zip(level.shape[-2:], previous.shape[-2:], strict=True))
                 and level.shape[-2:] != previous.shape[-2:]):
             break
         levels.append(level)

@@ -67,7 +67,7 @@ def scene_links(group: GroupMeta) -> tuple[list[SceneLink], list[str]]:
             continue
         source, target = transform.get("input"), endpoint_name(transform.get("output"))
         image = normalised_dataset_path(endpoint_path(source))
-        if image is None or target not in named:
+        if image is None or target is None or target not in named:
             problems.append(f"OME-Zarr scene /{group.path}: {describe(transform)} does not lead from an image to "
                             f"one of the scene's coordinate systems {list(named)}; not applied")
             continue

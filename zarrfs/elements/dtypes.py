@@ -7,10 +7,11 @@ order of the elements that the virtual files expose.
 from __future__ import annotations
 
 import base64
+import binascii
 import math
 import struct
 import sys
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -51,7 +52,7 @@ OPAQUE_ITEMSIZE = {
 VLEN_V3_TYPES = {"string": "str", "bytes": "bytes", "variable_length_bytes": "bytes"}
 
 
-def with_byte_order(dtype: np.dtype, order: str) -> np.dtype:
+def with_byte_order(dtype: np.dtype, order: Literal["<", ">"]) -> np.dtype:
     """`dtype` with '<' or '>' applied to every multi-byte field (structured too)."""
     if dtype.fields is not None:
         fields = [(name, with_byte_order(dtype.fields[name][0], order)) for name in dtype.names or ()]
@@ -241,7 +242,7 @@ def fill_array(dtype: np.dtype, value: Any, where: str, *, v3: bool = False) -> 
         if value is None:
             return np.zeros((), dtype)
         return _fill(dtype, value, v3)
-    except (TypeError, ValueError, OverflowError, struct.error, base64.binascii.Error) as exc:
+    except (TypeError, ValueError, OverflowError, struct.error, binascii.Error) as exc:
         raise MetadataError(f"{where}: fill_value {value!r} does not fit dtype {dtype}: {exc}") from exc
 
 
@@ -276,7 +277,7 @@ def _fill(dtype: np.dtype, value: Any, v3: bool) -> np.ndarray:
         if isinstance(value, str):
             try:
                 return np.array(base64.standard_b64decode(value.encode("ascii")), dtype)
-            except (ValueError, base64.binascii.Error):
+            except (ValueError, binascii.Error):
                 return np.array(value.encode("utf-8"), dtype)  # zp2 tolerated plain strings
         if isinstance(value, list):
             return np.array(bytes(value), dtype)
@@ -309,7 +310,7 @@ def vlen_fill(kind: str, value: Any, where: str) -> np.ndarray:
         elif isinstance(value, str):
             try:
                 out[()] = base64.b64decode(value.encode("ascii"), validate=True)
-            except (ValueError, base64.binascii.Error):
+            except (ValueError, binascii.Error):
                 out[()] = value.encode("utf-8")
         else:
             out[()] = _decode_bytes(value)

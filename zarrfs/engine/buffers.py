@@ -8,7 +8,8 @@ is kept and the next decode writes into it instead.
 Reusing memory is only safe when nothing can still read it. The rule: a
 chunk's memory is reused only when, as it leaves the cache, no lease on it
 is open. Every reader of cached chunks holds a lease while it copies
-(`ChunkCache.get_many` hands out leased values, `release` ends them); the C read path holds a buffer export and a pin, and the cache takes
+(`ChunkCache.get_many` hands out leased values, `release` ends them); the C
+read path holds a buffer export and a pin, and the cache takes
 the chunk out of C (which waits for copies in flight) before its memory can
 move. A chunk evicted while leased is simply dropped: its memory is freed
 when its last holder lets go, never reused. Side data (shard indexes) is

@@ -10,7 +10,8 @@ in one task, so the loader can fetch adjacent byte ranges in one request;
 each key still has its own future, created under the lock, so a key loads
 once however many threads or batches want it.
 
-Values handed to reads are leased (`get_many`; `release` ends the leases). Which entries leave when the budget is short, and where their
+Values handed to reads are leased (`get_many`; `release` ends the leases).
+Which entries leave when the budget is short, and where their
 memory goes, is lru.py's; what else the budget covers (streams' windows,
 bands being read, readahead's share) is budget.py's. The cache evicts for
 both and asks the budget before starting a readahead load. The worker pool
@@ -23,10 +24,10 @@ from __future__ import annotations
 import itertools
 import threading
 from collections import Counter
-from collections.abc import Callable, Hashable, Iterable, Mapping
+from collections.abc import Hashable, Iterable, Mapping
 from concurrent.futures import Future
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from ..errors import ZarrfsError
 from .budget import ReadaheadBudget
@@ -34,6 +35,8 @@ from .loads import Batch, Loader, load_groups, load_task, resolve, run_one
 from .lru import ChunkLru, Entry
 from .pool import DEMAND, PREFETCH, PriorityPool, Task
 from .served import ServedChunks
+
+K = TypeVar("K", bound=Hashable)  # a caller's keys, handed back as they were given
 
 # Bookkeeping per entry (dict slot, key tuple, future, array header): charged
 # so that a cache full of tiny or empty chunks stays bounded too.
@@ -105,9 +108,9 @@ class ChunkCache:
             run_one(self._finish, key, loader, future, 0, side=True)
         return future.result()
 
-    def get_many(self, keys: Iterable[Hashable], loader: Loader, *, size_hint: int = 0,
+    def get_many(self, keys: Iterable[K], loader: Loader, *, size_hint: int = 0,
                  prefetch: bool = False, batch: Batch | None = None,
-                 ) -> tuple[dict[Hashable, Any], dict[Hashable, Future]]:
+                 ) -> tuple[dict[K, Any], dict[K, Future]]:
         """(values of the keys cached now, futures of the others).
 
         A read (not `prefetch`) holds a lease on every value it gets, from
@@ -116,8 +119,8 @@ class ChunkCache:
         size of one value) is reserved from the budget while a load runs, so
         loads in flight cannot push memory past it.
         """
-        values: dict[Hashable, Any] = {}
-        pending: dict[Hashable, Future] = {}
+        values: dict[K, Any] = {}
+        pending: dict[K, Future] = {}
         to_start: list[tuple[Hashable, Future]] = []
         promote: dict[int, Task] = {}
         budget = self.budget
@@ -159,7 +162,7 @@ class ChunkCache:
                 workers.submit(task, DEMAND)
         return values, pending
 
-    def release(self, leased: Mapping[Hashable, Any]) -> None:
+    def release(self, leased: Mapping[Any, Any]) -> None:
         """End the leases a read took on these values (by key)."""
         with self._lock:
             self._lru.release(leased)

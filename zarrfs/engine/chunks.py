@@ -23,7 +23,7 @@ from typing import Protocol
 
 import numpy as np
 
-from ..codecs.sharding import EMPTY, ShardingCodec
+from ..codecs.sharding import EMPTY, ShardingCodec, sharding_alone
 from ..errors import ChunkError, ZarrfsError
 from ..model.grids import ChunkGrid, refine
 from ..model.meta import ArrayMeta
@@ -73,8 +73,8 @@ def make_source(store: Store, meta: ArrayMeta, cache: ChunkCache, decode_slots: 
     without the bound their decodes would all run at once too, and the chunk
     a reader waits for would share the CPUs with dozens of readahead decodes.
     """
-    sharding = getattr(meta.codec, "array_bytes", None)
-    if isinstance(sharding, ShardingCodec) and not meta.codec.array_codecs and not meta.codec.bytes_codecs:
+    sharding = sharding_alone(meta.codec)
+    if sharding is not None:
         return ShardedChunkSource(store, meta, sharding, cache, decode_slots, fetches)
     return PlainChunkSource(store, meta, cache, decode_slots)
 
@@ -271,8 +271,9 @@ class ShardedChunkSource:
             else:
                 wanted.append((one, *entry))
         runs = coalesce(wanted)
-        fetched = self.fetches.ranges(key, [(run.start, run.stop) for run in runs],
-                                      [[(offset, offset + nbytes) for _, offset, nbytes in run.members] for run in runs])
+        fetched = self.fetches.ranges(
+            key, [(run.start, run.stop) for run in runs],
+            [[(offset, offset + nbytes) for _, offset, nbytes in run.members] for run in runs])
         for run, data in zip(runs, fetched, strict=True):
             if data is None:
                 data = ChunkError("shard vanished after its index was read")
@@ -290,13 +291,13 @@ class ShardedChunkSource:
         offset, nbytes = (int(v) for v in index[int(np.ravel_multi_index(within, per_shard))])
         return None if offset == int(EMPTY) else (offset, nbytes)
 
-    def _decode(self, key: str, coords: Coords, data: bytes, start: int, nbytes: int) -> Outcome:
+    def _decode(self, key: str, coords: Coords, data: bytes | bytearray, start: int, nbytes: int) -> Outcome:
         try:
             if start + nbytes > len(data):
                 # A short answer: the index points past the shard's end, or the body was cut.
                 raise ChunkError(f"inner chunk [{start}:{start + nbytes}] of the run is beyond the "
                                  f"{len(data)} bytes received (truncated shard or response)")
-            piece: bytes | memoryview = data
+            piece: bytes | bytearray | memoryview = data
             if start or nbytes != len(data):
                 # A view when decoding writes new memory (a compressed chunk); a copy when the chunk
                 # may be a view of its input: it must not keep the whole run's bytes alive.

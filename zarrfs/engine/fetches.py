@@ -31,7 +31,7 @@ AHEAD = 4
 # (its stack).
 THREADS_PER_REQUEST_SLOT = 0.25
 
-Fetched = bytes | None | ZarrfsError
+Fetched = bytes | bytearray | None | ZarrfsError
 Pieces = list[tuple[int, int]]  # byte ranges within one span
 
 

@@ -15,7 +15,8 @@ from typing import Any
 
 from .pool import Task
 
-Loader = Callable[[Hashable], Any]
+# The keys are the caller's (a reader's `(prefix, coords)`): the cache only hashes and hands them back.
+Loader = Callable[[Any], Any]
 Finish = Callable[..., None]
 
 
@@ -28,8 +29,8 @@ class Batch:
     exception is that key's failure (the others still succeed).
     """
 
-    group: Callable[[Hashable], Hashable | None]
-    load: Callable[[list[Hashable]], Iterable[tuple[Hashable, Any]]]
+    group: Callable[[Any], Hashable | None]
+    load: Callable[[list[Any]], Iterable[tuple[Any, Any]]]
 
 
 def load_groups(started: list[tuple[Hashable, Future]], batch: Batch | None) -> list[list[tuple[Hashable, Future]]]:

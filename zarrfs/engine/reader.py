@@ -67,8 +67,9 @@ class ArrayReader:
         # Reads of a regular grid, when the file reading them is open in the FUSE front, are
         # answered in C from cached chunks or chunk files read raw first (served.py,
         # `served_layout`); not for an empty array, nor without the C side.
-        self._served_grid = (self.grid.shape, edges) if cache.served.in_c and self.grid.shape \
-            and all(self.grid.shape) and all(edge is not None for edge in edges) else None
+        uniform = tuple(edge for edge in edges if edge is not None)
+        self._served_grid = (self.grid.shape, uniform) if cache.served.in_c and self.grid.shape \
+            and all(self.grid.shape) and len(uniform) == len(edges) else None
         if self._served_grid is not None:
             cache.served.register_array(self._key_prefix, self._token,
                                         tuple(axis.count for axis in self.grid.axes), self.meta.dtype)
@@ -127,7 +128,8 @@ class ArrayReader:
             if all(self.cache.served.holds(key, value) for key, value in values.items()):
                 return until
         self._fill_bytes(start, stop, out)
-        self.cache.served.allow_stream(stream.c_handle, stream.c_region, until)
+        if stream.c_handle is not None:  # None: the file left C meanwhile (closed), nothing to allow
+            self.cache.served.allow_stream(stream.c_handle, stream.c_region, until)
         return None
 
     def fill_region(self, start: int, stop: int, out: np.ndarray) -> None:

@@ -73,6 +73,14 @@ class ServedChunks:
         self._raw_files: OrderedDict[tuple[int, int], None] = OrderedDict()  # (token, index) given to C
         self._raw_lock = threading.Lock()
 
+    @property
+    def _c(self) -> CachedReads:
+        """The C side, where only a chunk, chunk file or open file that was handed to C leads (which
+        needs one): the methods below that take no `table is None` branch."""
+        if self.table is None:
+            raise RuntimeError("zarrfs.engine._cached_reads is not in use: nothing was handed to C")
+        return self.table
+
     def register_array(self, prefix: Hashable, token: int, chunk_counts: tuple[int, ...], dtype: np.dtype) -> None:
         """Chunks cached under keys `(prefix, coords)` belong to array `token`, a regular grid of
         `chunk_counts` chunks of `dtype` elements. Without the C side nothing is registered."""
@@ -97,7 +105,7 @@ class ServedChunks:
         """The cache now holds `value` under `key`."""
         if self.holds(key, value):
             token, index, _ = self._place(key)  # type: ignore[misc]
-            self.table.add_chunk(token, index, value)
+            self._c.add_chunk(token, index, value)
 
     def holds(self, key: Hashable, value: Any) -> bool:
         """Whether C reads `value` when the cache holds it under `key`: a chunk of a registered
@@ -121,24 +129,24 @@ class ServedChunks:
                 self._raw_files.move_to_end((token, index))
                 return
             try:
-                if not self.table.add_file(token, index, path, shape, dtype.itemsize):
+                if not self._c.add_file(token, index, path, shape, dtype.itemsize):
                     return  # the array was forgotten meanwhile
             except (OSError, ValueError):  # gone or changed since: the Python path knows what to do
                 return
             self._raw_files[(token, index)] = None
             if len(self._raw_files) > MAX_RAW_FILES:
-                self.table.remove_chunk(*self._raw_files.popitem(last=False)[0])
+                self._c.remove_chunk(*self._raw_files.popitem(last=False)[0])
 
     def left(self, key: Hashable) -> None:
         """`key` left the cache: C lets go of its memory now, before anything reuses it."""
         place = self._place(key)
         if place is not None:
-            self.table.remove_chunk(place[0], place[1])
+            self._c.remove_chunk(place[0], place[1])
 
     def touched(self, key: Hashable) -> bool:
         """Whether C served a read from `key` since the last time this was asked."""
         place = self._place(key)
-        return place is not None and self.table.take_touched(place[0], place[1])
+        return place is not None and self._c.take_touched(place[0], place[1])
 
     def clear(self) -> None:
         if self.table is not None:
@@ -148,19 +156,19 @@ class ServedChunks:
 
     def open_file(self, handle: int, layout: tuple[Any, ...]) -> None:
         """C answers reads of open file `handle` (`CachedReads.open_file`'s `layout`) where it can."""
-        self.table.open_file(handle, *layout)
+        self._c.open_file(handle, *layout)
 
     def open_bytes(self, handle: int, start: int, data: bytes) -> None:
         """C answers reads of open file `handle` that lie within `data`, its bytes from `start`."""
-        self.table.open_bytes(handle, start, data)
+        self._c.open_bytes(handle, start, data)
 
     def close_file(self, handle: int) -> None:
-        self.table.close_file(handle)
+        self._c.close_file(handle)
 
     def allow_stream(self, handle: int, region: int, until: int) -> None:
         """C may answer the reads of the stream of open file `handle`'s region beginning at file offset
         `region` up to byte `until` of that region."""
-        self.table.allow_stream(handle, until, region)
+        self._c.allow_stream(handle, until, region)
 
     def counters(self) -> dict[str, Any]:
         """The reads C answered and its latency histogram (`CachedReads.counters`)."""

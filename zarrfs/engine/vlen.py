@@ -36,6 +36,7 @@ from collections import deque
 from collections.abc import Hashable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from types import EllipsisType
 
 import numpy as np
 
@@ -190,13 +191,14 @@ class VlenArrays:
         each request in tens of milliseconds: one at a time, a big array would hold `stat` for minutes).
         At most two batches per thread are in flight, so the decoded chunks held stay bounded."""
         assert meta.vlen is not None
+        kind = meta.vlen
         source = make_source(self.store, meta, self.cache, self.decode_slots, self.fetches)
 
         def longest_in(batch: list[Coords]) -> int:
             most = 0
             for coords, elements in _elements(meta, source, batch):
                 try:
-                    most = max(most, longest(elements, meta.vlen))
+                    most = max(most, longest(elements, kind))
                 except ChunkError as exc:
                     raise _located(self.store.display_name, meta, source.read_grid, coords, exc) from exc
             return most
@@ -234,4 +236,5 @@ def _elements(meta: ArrayMeta, source: ChunkSource, batch: list[Coords]) -> Iter
             # the 0-d object fill itself: np.full of a bytes value would drop its trailing NULs
             yield coords, np.full(tuple(s.stop for s in inside), meta.fill_value, object)
         else:
-            yield coords, outcome[(*inside, ...)]  # a view, also of a 0-d chunk
+            within: tuple[slice | EllipsisType, ...] = (*inside, ...)
+            yield coords, outcome[within]  # a view, also of a 0-d chunk

@@ -179,7 +179,7 @@ class CollectionFile:
         collection = self._read()
         if self._with_file and collection.series:
             try:
-                self.file.size  # builds the file: what it leaves out is part of the report
+                _ = self.file.size  # builds the file: what it leaves out is part of the report
             except ZarrfsError:
                 pass  # a file refused is in the report; a store error is the file's to raise
         problems = [*collection.problems, *self._left_out]
@@ -208,10 +208,10 @@ class CollectionFile:
             why = "its level 0 is no array OME-TIFF can hold" if levels is None or not storable(levels) else \
                 "another byte order than the series before it (one file has one)" \
                 if not joins(levels, images) else None
-            if why is not None:
+            if levels is None or why is not None:
                 left_out.append(f"series {series.path!r} left out of {self.name}: {why}")
                 continue
-            images.append(dataclasses.replace(levels, name=levels.name or series.path))  # type: ignore[arg-type]
+            images.append(dataclasses.replace(levels, name=levels.name or series.path))
             sources.append(series.index)
         original = collection.metadata
         rewrite = None

@@ -48,7 +48,7 @@ def is_map(semantics: Semantics) -> bool:
         axis.scale is None for axis in semantics.axes or ())
 
 
-def _tif(meta: ArrayMeta, semantics: Semantics, stem: str) -> Layout | None:
+def _tif(meta: ArrayMeta, semantics: Semantics, stem: str) -> Layout | LazyLayout | None:
     """ImageJ's strip TIFF; for a map the tiled GeoTIFF, or the strip file when the array cannot be tiled."""
     if is_map(semantics):
         tiled = _tiled_layout(meta, semantics)
@@ -57,7 +57,7 @@ def _tif(meta: ArrayMeta, semantics: Semantics, stem: str) -> Layout | None:
     return _strips_layout(meta, semantics)
 
 
-def _strips(meta: ArrayMeta, semantics: Semantics, stem: str) -> Layout | None:
+def _strips(meta: ArrayMeta, semantics: Semantics, stem: str) -> LazyLayout | None:
     return _strips_layout(meta, semantics) if is_map(semantics) else None
 
 

@@ -68,7 +68,7 @@ def metaimage_volume_headers(meta: ArrayMeta, semantics: Semantics, stem: str) -
     names = _leading_axis_names(semantics, meta.ndim)
     headers = {}
     for position, index in enumerate(itertools.product(*(range(n) for n in leading))):
-        tag = ".".join(f"{name}{i}" for name, i in zip(names, index))
+        tag = ".".join(f"{name}{i}" for name, i in zip(names, index, strict=True))
         headers[f"{stem}.{tag}.mhd"] = _header(volume, element_type, meta, semantics, raw_name,
                                                position * volume_nbytes)
     return headers
@@ -113,7 +113,7 @@ def _header(shape: tuple[int, ...], element_type: str, meta: ArrayMeta, semantic
         spacing, origin = (values[-len(shape):] for values in calibration)
         lines.append("ElementSpacing = " + " ".join(number(v) for v in reversed(spacing)))
         frame = anatomical_frame(semantics.axes[-len(shape):]) if semantics.axes is not None else None
-        if frame is None:
+        if frame is None or semantics.axes is None:
             lines.append("Offset = " + " ".join(number(v) for v in reversed(origin)))
         else:
             lines += _oriented(frame[::-1], origin[::-1], [a.orientation for a in reversed(semantics.axes[-3:])])

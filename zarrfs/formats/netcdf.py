@@ -39,7 +39,7 @@ import math
 import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cached_property, partial
 from typing import Any
 
 import numpy as np
@@ -138,7 +138,7 @@ class NetcdfLayout:
             index = indices[found]
             stop = min(end, variable.begin + variable.nbytes)
             read_variable(variable, position - variable.begin, stop - variable.begin, piece[:stop - position],
-                          lambda start, stop_, target, i=index: read_array(i, start, stop_, target))
+                          partial(read_array, index))
             position = stop
         return max(0, end - offset)
 

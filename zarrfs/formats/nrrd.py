@@ -74,7 +74,7 @@ def _geometry(semantics: Semantics, ndim: int) -> list[str]:
         origin = [0.0] * ndim
         for axis, (component, sign) in zip(fastest_first, world, strict=True):
             vector = [0.0] * ndim
-            vector[component] = sign * axis.scale
+            vector[component] = sign * (axis.scale or 0.0)  # (every axis has a scale here)
             directions.append("(" + ",".join(number(v) for v in vector) + ")")
             origin[component] = sign * (axis.origin or 0.0)
         lines += ["space: left-posterior-superior" if frame is not None else f"space dimension: {ndim}",

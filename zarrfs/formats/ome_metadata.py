@@ -76,7 +76,7 @@ def _merge_pixels(image: ET.Element, own: ET.Element) -> bool:
         return False
     attributes = {k: v for k, v in pixels.attrib.items() if k not in _STORED_ATTRIBUTES}
     attributes.update((k, v) for k, v in own_pixels.attrib.items() if k in _STORED_ATTRIBUTES or k not in attributes)
-    attributes["ID"] = pixels.get("ID") or own_pixels.get("ID", "")
+    attributes["ID"] = pixels.get("ID") or own_pixels.get("ID") or ""
     sizes = {letter: int(own_pixels.get(f"Size{letter}", "1")) for letter in "ZCT"}
     channels = pixels.findall(f"{_N}Channel")
     if len(channels) != sizes["C"]:

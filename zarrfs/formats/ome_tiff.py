@@ -27,7 +27,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import tifffile
 
@@ -167,7 +167,7 @@ def _build(images: list[_Stored], bigtiff: bool, description: bytes) -> TiledLay
     grids = [grid for image in images for grid in image.grids]
     samples = tuple(image.pixels.dtype for image in images for _ in image.grids)
     sink.seek(0)
-    with tifffile.TiffFile(sink) as tif:
+    with tifffile.TiffFile(sink) as tif:  # type: ignore[arg-type]  # (any seekable binary file object)
         main = iter(tif.pages)
         pages_by_level: list[list[Any]] = []
         for image in images:

@@ -10,12 +10,15 @@ when the fields are absent).
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import TypeVar
 
 import numpy as np
 
 from ..conventions.semantics import Axis, Semantics
 from ..model.meta import ArrayMeta
+
+T = TypeVar("T")  # how a sidecar format names an element type (a word, or ENVI's number)
 
 # MetaIO and teem parse sizes as C ints.
 MAX_C_INT = 2**31 - 1
@@ -26,7 +29,7 @@ def describable(meta: ArrayMeta) -> bool:
     return meta.ndim >= 1 and all(0 < size <= MAX_C_INT for size in meta.shape)
 
 
-def type_name(meta: ArrayMeta, names: dict[tuple[str, int], str], raw_name: str = "") -> str | None:
+def type_name(meta: ArrayMeta, names: Mapping[tuple[str, int], T], raw_name: str = "") -> T | None:
     """The sidecar's name for the array's element type (by numpy kind and size), or None when the
     format has none, the array cannot be described, or the data file's name would break the header."""
     dtype: np.dtype = meta.dtype

@@ -66,14 +66,18 @@ from __future__ import annotations
 import bisect
 import functools
 import io
+import itertools
 import math
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy
 import tifffile
+
+if TYPE_CHECKING:
+    from typing_extensions import Buffer  # collections.abc.Buffer from Python 3.12 on
 
 from zarrfs.conventions.semantics import Semantics
 from zarrfs.formats.base import Layout, PlanePermutedLayout
@@ -145,7 +149,7 @@ class _Stack:
         return self.pages * self.plane_nbytes
 
     @property
-    def byteorder(self) -> str:
+    def byteorder(self) -> Literal["<", ">"]:
         # dtype.str spells native order explicitly; '|' (1-byte) is either.
         return ">" if self.dtype.str[0] == ">" else "<"
 
@@ -309,11 +313,12 @@ def _hyperstack(
     anything else is one run of slices.
     """
     if names:
-        axes = [AXIS_NAMES.get(name.lower()) if name else None for name in names]
-        if None not in axes:
+        found = [AXIS_NAMES.get(name.lower()) if name else None for name in names]
+        axes = [axis for axis in found if axis is not None]
+        if len(axes) == len(found):
             positions = [_IMAGEJ_ORDER.index(axis) for axis in axes]
-            if all(a < b for a, b in zip(positions, positions[1:])):
-                sizes = dict(zip(axes, leading))
+            if all(a < b for a, b in itertools.pairwise(positions)):
+                sizes = dict(zip(axes, leading, strict=True))
                 return sizes.get("T", 1), sizes.get("Z", 1), sizes.get("C", 1)
     return 1, math.prod(leading), 1
 
@@ -325,14 +330,15 @@ def _build(stack: _Stack, *, bigtiff: bool, imagej_truncated: bool) -> Layout:
     planes = stack.planes
     if imagej_truncated:
         # Only tifffile's ImageJ writer can write IFD0 alone (`truncate`).
-        writer = tifffile.TiffWriter(sink, byteorder=stack.byteorder, imagej=True)
+        # tifffile writes to any seekable binary file object (`_SparseFile`); its annotation names IO[bytes].
+        writer = tifffile.TiffWriter(sink, byteorder=stack.byteorder, imagej=True)  # type: ignore[arg-type]
         shape: tuple[int, ...] = (planes.frames, planes.slices, planes.channels)
         metadata = {"axes": "TZCYX", **stack.imagej.description, **stack.imagej.blobs}
         extra = {"metadata": metadata, "truncate": True, "extratags": stack.extratags + stack.imagej.tags}
     else:
         writer = tifffile.TiffWriter(
-            sink, bigtiff=bigtiff, byteorder=stack.byteorder, shaped=False, ome=False
-        )
+            sink, bigtiff=bigtiff, byteorder=stack.byteorder, shaped=False, ome=False  # type: ignore[arg-type]
+        )  # (as above: any seekable binary file object)
         shape = (stack.pages,)
         # metadata=None: no tifffile JSON, the description (if any) is ImageJ's.
         extra = {"metadata": None, "description": stack.description, "extratags": stack.first_page_tags()}
@@ -434,7 +440,7 @@ class _SparseFile(io.RawIOBase):
         self._pos = base + offset
         return self._pos
 
-    def write(self, data: bytes | bytearray | memoryview) -> int:
+    def write(self, data: Buffer) -> int:
         chunk = bytes(data)
         start, stop = self._pos, self._pos + len(chunk)
         if chunk:
@@ -462,7 +468,7 @@ class _SparseFile(io.RawIOBase):
         """File bytes [start, stop): never-written bytes are 0."""
         out = bytearray(stop - start)
         first, last = self._touching(start, stop)
-        for pos, chunk in zip(self._starts[first:last], self._chunks[first:last]):
+        for pos, chunk in zip(self._starts[first:last], self._chunks[first:last], strict=True):
             lo, hi = max(pos, start), min(pos + len(chunk), stop)
             # memoryview: the BigTIFF trailer is one write of megabytes
             out[lo - start : hi - start] = memoryview(chunk)[lo - pos : hi - pos]
@@ -471,7 +477,7 @@ class _SparseFile(io.RawIOBase):
     def only_zeros_within(self, start: int, stop: int) -> bool:
         """Whether every byte written inside [start, stop) is 0."""
         first, last = self._touching(start, stop)
-        for pos, chunk in zip(self._starts[first:last], self._chunks[first:last]):
+        for pos, chunk in zip(self._starts[first:last], self._chunks[first:last], strict=True):
             lo, hi = max(pos, start), min(pos + len(chunk), stop)
             if chunk[lo - pos : hi - pos].count(0) != hi - lo:
                 return False

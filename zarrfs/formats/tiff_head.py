@@ -26,6 +26,7 @@ import bisect
 import itertools
 import struct
 from collections.abc import Sequence
+from typing import Literal
 
 import numpy
 
@@ -72,14 +73,14 @@ class _Moves:
 
     def moved_all(self, offsets: numpy.ndarray) -> numpy.ndarray:
         """`moved` of each offset."""
-        index = numpy.searchsorted(self._start_array, offsets, side="right") - 1
+        index: numpy.ndarray = numpy.searchsorted(self._start_array, offsets, side="right") - 1
         if offsets.size and (index.min() < 0 or (offsets >= self._stop_array[index]).any()):
             raise ValueError("an offset points at no byte tifffile wrote")
         return offsets + self._delta_array[index]
 
 
 def metadata_first(sink: _SparseFile, grids: Sequence[TileGrid], regions: Sequence[tuple[int, int, int]],
-                   bigtiff: bool, byteorder: str) -> tuple[Part, ...]:
+                   bigtiff: bool, byteorder: Literal["<", ">"]) -> tuple[Part, ...]:
     """The file tifffile wrote into `sink`, its pages' tiles at `regions` ((start, level, page)), as
     the head, `HEAD_GAP` zero bytes (more, up to a `TILE_GAP` boundary), the tile regions and
     `TAIL_GAP` zero bytes.
@@ -89,7 +90,7 @@ def metadata_first(sink: _SparseFile, grids: Sequence[TileGrid], regions: Sequen
     ordered = sorted(regions)
     segments: list[tuple[int, int]] = []  # the old file's bytes outside the tile regions
     position = 0
-    for start, level, page in ordered:
+    for start, level, _page in ordered:
         stop = start + grids[level].page_nbytes
         if start < position or stop > sink.size or not sink.only_zeros_within(start, stop):
             raise RuntimeError("tifffile wrote structure inside a tile region")
@@ -111,7 +112,7 @@ def metadata_first(sink: _SparseFile, grids: Sequence[TileGrid], regions: Sequen
     return (bytes(head), tiles_start - len(head), *((level, page) for _, level, page in ordered), TAIL_GAP)
 
 
-def _move_offsets(head: bytearray, moves: _Moves, bigtiff: bool, byteorder: str) -> None:
+def _move_offsets(head: bytearray, moves: _Moves, bigtiff: bool, byteorder: Literal["<", ">"]) -> None:
     """Rewrite in `head` every offset of the old file to where it now points (the IFDs and values
     are read as tifffile wrote them, from a copy: an IFD's values may follow an offset already moved)."""
     offset_format, count_format, entry_bytes, inline_bytes = ("Q", "Q", 20, 8) if bigtiff else ("I", "H", 12, 4)

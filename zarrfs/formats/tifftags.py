@@ -204,8 +204,8 @@ def _calibration(axes: tuple[Axis, ...], stack: Hyperstack) -> tuple[dict[str, A
     if z is not None and _step(z):
         keys["spacing"] = _step(z)
     for name, axis in (("xorigin", x), ("yorigin", y), ("zorigin", z)):
-        if axis is not None and _step(axis) and axis.origin is not None and math.isfinite(axis.origin):
-            keys[name] = -axis.origin / _step(axis)
+        if axis is not None and (step := _step(axis)) and axis.origin is not None and math.isfinite(axis.origin):
+            keys[name] = -axis.origin / step
     keys.update(_frame_interval(axes[stack.time_dim] if stack.time_dim is not None else None))
     resolution = None
     if _step(x) or _step(y):
@@ -265,11 +265,12 @@ def _channel_display(
     if len(channels) != stack.channels or (stack.channels > 1 and stack.channel_dim is None):
         return keys, {}
     blobs: dict[str, Any] = {}
-    if all(c.window is not None for c in channels):
+    windows = [c.window for c in channels if c.window is not None]
+    if len(windows) == len(channels):
         if stack.channels == 1:
-            keys["min"], keys["max"] = (v + offset for v in channels[0].window)
+            keys["min"], keys["max"] = (v + offset for v in windows[0])
         else:
-            blobs["Ranges"] = tuple(float(v) + offset for c in channels for v in c.window)
+            blobs["Ranges"] = tuple(float(v) + offset for window in windows for v in window)
     luts = [_lut(c.color) for c in channels]
     if stack.channels > 1 and all(lut is not None for lut in luts):
         blobs["LUTs"] = luts

@@ -56,7 +56,7 @@ import itertools
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import numpy
 import tifffile
@@ -285,7 +285,7 @@ def _build(grids: list[TileGrid], samples: tuple[numpy.dtype, ...], bigtiff: boo
 def _page_regions(sink: _SparseFile, grids: list[TileGrid]) -> list[tuple[int, int, int]]:
     """(start, level, page) of each page's tiles, read back from the IFDs tifffile wrote (main chain)."""
     sink.seek(0)
-    with tifffile.TiffFile(sink) as tif:
+    with tifffile.TiffFile(sink) as tif:  # type: ignore[arg-type]  # (any seekable binary file object)
         pages = iter(tif.pages)
         return checked_page_regions([[next(pages) for _ in range(grid.pages)] for grid in grids], grids)
 
@@ -305,7 +305,7 @@ def checked_page_regions(pages_by_level: Sequence[Sequence[Any]],
             offsets, counts = ifd.dataoffsets, ifd.databytecounts
             start = offsets[0]
             expected = range(start, start + grid.page_nbytes, grid.stride)
-            if (len(offsets) != len(expected) or any(a != b for a, b in zip(offsets, expected))
+            if (len(offsets) != len(expected) or any(a != b for a, b in zip(offsets, expected, strict=True))
                     or any(c != grid.tile_nbytes for c in counts)):
                 raise RuntimeError(f"tifffile did not write the tiles of page {page} of level {level} in order")
             regions.append((start, level, page))
@@ -325,7 +325,8 @@ class _ZeroSkippingSink(_SparseFile):
         super().__init__()
         self._zeros: object = None
 
-    def write(self, data: bytes | bytearray | memoryview | tuple[bytes, int]) -> int:
+    # More than RawIOBase.write takes: tifffile passes one-tile pages' (placeholder, bytecount) items here.
+    def write(self, data: bytes | bytearray | memoryview | tuple[bytes, int]) -> int:  # type: ignore[override]
         if isinstance(data, tuple):
             # A page that is exactly one tile: tifffile writes its data "contiguously", passing
             # our (placeholder, bytecount) item through as it is. The placeholder is the tile's stride.

@@ -22,6 +22,8 @@ def _keep_nothing() -> None:
     """Without `_threadstate`: Python makes the calling thread's state per request."""
 
 
+__all__ = ["fast_read", "keep_thread_state"]
+
 fast_read: ModuleType | None = None
 keep_thread_state: Callable[[], None] = _keep_nothing
 if extensions.wanted():

@@ -17,7 +17,6 @@ import logging
 import os
 import pwd
 import shutil
-import signal
 import socket
 import stat
 import subprocess
@@ -429,7 +428,7 @@ def spawn_daemon(argv: list[str], log_file: str | None, env: dict[str, str], mou
         )
     finally:
         os.close(write_fd)
-        if log_file:
+        if not isinstance(stderr, int):  # the log file opened above (DEVNULL is a constant)
             stderr.close()
     report = _read_report(read_fd, ready_timeout)
     if report.ready:

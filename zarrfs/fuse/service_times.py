@@ -32,14 +32,15 @@ class ServiceTimes:
     def summary(self) -> dict[str, Any]:
         """Count, and p50 / p99 / max as the upper edges of their buckets in milliseconds."""
         counts = list(self._counts)
-        served = self._counters_in_c() if self._counters_in_c is not None else \
+        served: dict[str, Any] = self._counters_in_c() if self._counters_in_c is not None else \
             {"reads": 0, "reads_in_streams": 0, "reads_after_loading": 0, "latency_buckets": []}
         for bucket, count in enumerate(served["latency_buckets"]):
             counts[bucket] += count
         total = sum(counts)
         return {"count": total, "answered_in_c": served["reads"],
                 "answered_in_c_in_streams": served["reads_in_streams"],
-                "answered_in_c_after_loading": served["reads_after_loading"], "p50_ms_at_most": self._edge(counts, total, 0.50),
+                "answered_in_c_after_loading": served["reads_after_loading"],
+                "p50_ms_at_most": self._edge(counts, total, 0.50),
                 "p99_ms_at_most": self._edge(counts, total, 0.99), "max_ms_at_most": self._edge(counts, total, 1.0)}
 
     @staticmethod

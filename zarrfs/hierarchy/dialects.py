@@ -58,16 +58,18 @@ class V2Dialect:
         if self.consolidated is not None:
             # Consolidated metadata holds every metadata key of the hierarchy:
             # an absent .zattrs is absent, not a reason for a request.
-            return {name: self.consolidated.get(key) for name, key in zip(self._KEYS, keys)}
+            return {name: self.consolidated.get(key) for name, key in zip(self._KEYS, keys, strict=True)}
         if self._side_by_side is None:
-            raw = {name: get_document(self.store, key) for name, key in zip(self._KEYS[:2], keys)}
+            raw = {name: get_document(self.store, key) for name, key in zip(self._KEYS[:2], keys[:2], strict=True)}
             if raw[".zarray"] is not None or raw[".zgroup"] is not None:
                 raw[".zattrs"] = get_document(self.store, keys[2])
         else:
-            raw = dict(zip(self._KEYS, self._side_by_side.map(lambda key: get_document(self.store, key), keys)))
+            raw = dict(zip(self._KEYS, self._side_by_side.map(lambda key: get_document(self.store, key), keys),
+                           strict=True))
         if raw[".zarray"] is None and raw[".zgroup"] is None:
             return {}  # no node here (its .zattrs, if any, is nobody's)
-        return {name: parse_document(self.store, key, raw.get(name)) for name, key in zip(self._KEYS, keys)}
+        return {name: parse_document(self.store, key, raw.get(name))
+                for name, key in zip(self._KEYS, keys, strict=True)}
 
     def node(self, path: str) -> Node | None:
         where = f"{self.store.display_name}: /{path}"

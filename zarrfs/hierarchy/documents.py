@@ -19,7 +19,7 @@ from ..stores.store import Store
 log = logging.getLogger(__name__)
 
 
-def get_document(store: Store, key: str) -> bytes | None:
+def get_document(store: Store, key: str) -> bytes | bytearray | None:
     """The bytes of metadata document `key`, None when absent.
 
     At most the size limit + 1 bytes: a document over the limit is refused
@@ -27,7 +27,7 @@ def get_document(store: Store, key: str) -> bytes | None:
     return store.get_range(key, 0, max_document_bytes() + 1)
 
 
-def parse_document(store: Store, key: str, raw: bytes | None) -> Any | None:
+def parse_document(store: Store, key: str, raw: bytes | bytearray | None) -> Any | None:
     return None if raw is None else parse_json(raw, f"{store.display_name}: {key}")
 
 

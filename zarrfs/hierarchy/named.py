@@ -52,7 +52,7 @@ def naming(group: GroupMeta) -> Naming:
     attributes = group.attributes
     ome = attributes.get("ome")
     block = ome if isinstance(ome, dict) else attributes
-    relative: list[str] = []
+    relative: list[Any] = []  # what the metadata holds where a path belongs: `_below` keeps the paths
     consecutive = None
     multiscales = block.get("multiscales")
     if isinstance(multiscales, list):

@@ -194,7 +194,7 @@ class Hierarchy:
                 log.warning("%s: /%s: skipping child %r%s: not a valid node name", self.store.display_name, path,
                             name[:64], f" ({len(name)} characters)" if len(name) > 64 else "")
         children = []
-        for name, (found, error) in zip(valid, self._get_many(join_key(path, name) for name in valid)):
+        for name, (found, error) in zip(valid, self._get_many(join_key(path, name) for name in valid), strict=True):
             if error is not None:
                 log.warning("%s", error)
                 children.append(Child(name, None, error))
@@ -298,7 +298,7 @@ class Hierarchy:
         found: list[str] = []
         while len(found) < max_group_children():
             batch = [str(number) for number in range(len(found), len(found) + CONSECUTIVE_BATCH)]
-            for name, (node, _) in zip(batch, self._get_many(join_key(path, name) for name in batch)):
+            for name, (node, _) in zip(batch, self._get_many(join_key(path, name) for name in batch), strict=True):
                 if not isinstance(node, GroupMeta):
                     return found
                 found.append(name)

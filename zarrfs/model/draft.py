@@ -8,7 +8,7 @@ types are spelled (formats.md §3, §8.1).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -191,7 +191,7 @@ def parse_seed_array(doc: Any, path: str, where: str) -> ArrayMeta:
     codec_docs = doc.get("codecs") or []
     if not isinstance(codec_docs, list):
         raise MetadataError(f"{where}: codecs must be a list")
-    endian = "<"
+    endian: Literal["<", ">"] = "<"
     stages = []
     for item in codec_docs:
         item = require_object(item, f"{where}: codecs")

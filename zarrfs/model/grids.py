@@ -33,7 +33,8 @@ _MAX_INT64 = 2**63 - 1
 
 
 class Axis(Protocol):
-    extent: int  # the array's length along the axis
+    @property
+    def extent(self) -> int: ...  # the array's length along the axis
 
     @property
     def count(self) -> int: ...  # chunks that hold at least one element
@@ -164,7 +165,7 @@ class _Grid:
 class RegularGrid(_Grid):
     shape: tuple[int, ...]
     chunk_shape: tuple[int, ...]
-    axes: tuple[RegularAxis, ...] = field(init=False, repr=False, compare=False)  # type: ignore[assignment]
+    axes: tuple[Axis, ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "axes", tuple(RegularAxis(s, c) for s, c in zip(self.shape, self.chunk_shape,
@@ -177,7 +178,7 @@ class RegularGrid(_Grid):
 @dataclass(frozen=True)
 class RectilinearGrid(_Grid):
     shape: tuple[int, ...]
-    axes: tuple[RunAxis, ...]  # type: ignore[assignment]
+    axes: tuple[RunAxis, ...]
 
     def describe(self) -> dict[str, Any]:
         """The edges as the spec writes them: a run of one chunk as its bare length."""

@@ -17,6 +17,7 @@ Both bounds can be raised for trusted stores with environment variables.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from typing import Any
 
 from ..errors import MetadataError, UnsupportedError
@@ -51,6 +52,7 @@ def check_depth(doc: Any, where: str) -> None:
     stack: list[tuple[Any, int]] = [(doc, 1)]
     while stack:
         value, depth = stack.pop()
+        children: Iterable[Any]
         if isinstance(value, dict):
             children = value.values()
         elif isinstance(value, list):

@@ -79,7 +79,7 @@ class ArrayMeta:
             "shape": list(self.shape),
             "dtype": dtype_json(self.dtype),
             "data_type": self.opaque_type,
-            "chunk_shape": list(sharding.chunk_shape) if sharded else outer,
+            "chunk_shape": list(sharding.chunk_shape) if isinstance(sharding, ShardingCodec) else outer,
             "shard_shape": outer if sharded else None,
             "chunk_grid": self.grid.describe(),
             "codecs": self.codec.describe(),
@@ -123,7 +123,7 @@ def fill_json(fill: np.ndarray) -> Any:
 # --------------------------------------------------------- shared validation
 
 
-def parse_json(raw: bytes, where: str) -> Any:
+def parse_json(raw: bytes | bytearray, where: str) -> Any:
     """JSON as real writers emit it (bare NaN/Infinity accepted), within the bounds of `limits`."""
     check_document_size(len(raw), where)
     try:

@@ -35,7 +35,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ..codecs.sharding import ShardingCodec
+from ..codecs.sharding import sharding_alone
 from .grids import RegularGrid
 from .meta import ArrayMeta
 
@@ -51,8 +51,8 @@ def read_unit_shape(meta: ArrayMeta) -> tuple[int, ...] | None:
     The same rule as `engine.chunks.make_source`: a sharding codec that is the
     whole pipeline is read inner chunk by inner chunk.
     """
-    sharding = getattr(meta.codec, "array_bytes", None)
-    if isinstance(sharding, ShardingCodec) and not meta.codec.array_codecs and not meta.codec.bytes_codecs:
+    sharding = sharding_alone(meta.codec)
+    if sharding is not None:
         return tuple(sharding.chunk_shape)
     return tuple(meta.grid.chunk_shape) if isinstance(meta.grid, RegularGrid) else None
 

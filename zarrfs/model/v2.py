@@ -104,8 +104,8 @@ def _v1_compressor(name: Any, opts: Any, where: str) -> Codec | None:
     # blosc and lzma take an object of options, zlib and bz2 a level; null means the defaults.
     kind = dict if name in ("blosc", "lzma") else int
     if opts is not None and (not isinstance(opts, kind) or isinstance(opts, bool)):
-        raise MetadataError(f"{where}: compression_opts for {name!r} must be {'an object' if kind is dict else 'an integer'}"
-                            f" or null, got {opts!r}")
+        raise MetadataError(f"{where}: compression_opts for {name!r} must be "
+                            f"{'an object' if kind is dict else 'an integer'} or null, got {opts!r}")
     if name == "blosc":
         opts = opts or {}
         return numcodecs_codec({"id": "blosc", "cname": opts.get("cname", "lz4"),
@@ -115,7 +115,7 @@ def _v1_compressor(name: Any, opts: Any, where: str) -> Codec | None:
     if name == "bz2":
         return numcodecs_codec({"id": "bz2", "level": 1 if opts is None else opts}, where)
     if name == "lzma":
-        return numcodecs_codec({"id": "lzma", **(opts or {})}, where)
+        return numcodecs_codec({"id": "lzma", **(opts if isinstance(opts, dict) else {})}, where)
     raise UnsupportedError(f"{where}: unknown v1 compression {name!r}")
 
 

@@ -57,6 +57,7 @@ from __future__ import annotations
 import errno
 import fcntl
 import hashlib
+import itertools
 import json
 import logging
 import os
@@ -471,7 +472,7 @@ def _assemble(start: int, stop: int, pieces: list[tuple[int, int]],
     """Bytes [start, stop) from the pieces in it: joined when they tile it, else placed over zeros."""
     if len(kept) == 1 and pieces[0] == (start, stop):
         return kept[0]
-    tiled = all(a == b for (_, a), (b, _) in zip(pieces, pieces[1:])) and pieces[0][0] == start \
+    tiled = all(a == b for (_, a), (b, _) in itertools.pairwise(pieces)) and pieces[0][0] == start \
         and pieces[-1][1] == stop
     if tiled:
         return b"".join(kept)

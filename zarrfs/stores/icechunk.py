@@ -206,14 +206,16 @@ def _storage(icechunk: Any, source: str, options: dict[str, Any]) -> Any:
         client = options.get("client_kwargs") or {}
         endpoint = options.get("endpoint_url") or client.get("endpoint_url")
         return icechunk.s3_storage(
-            bucket=bucket, prefix=prefix, endpoint_url=endpoint, allow_http=bool(endpoint and endpoint.startswith("http:")),
+            bucket=bucket, prefix=prefix, endpoint_url=endpoint,
+            allow_http=bool(endpoint and endpoint.startswith("http:")),
             region=options.get("region") or client.get("region_name"),
             access_key_id=options.get("key"), secret_access_key=options.get("secret"),
             session_token=options.get("token"), anonymous=options.get("anon"),
             from_env=None if options.get("anon") or options.get("key") else True,
             force_path_style=bool(endpoint))
     if url.scheme in ("gs", "gcs"):
-        return icechunk.gcs_storage(bucket=bucket, prefix=prefix, anonymous=options.get("anon") or options.get("token") == "anon",
+        return icechunk.gcs_storage(bucket=bucket, prefix=prefix,
+                                    anonymous=options.get("anon") or options.get("token") == "anon",
                                     from_env=None if options.get("anon") else True)
     if url.scheme in ("http", "https") and hasattr(icechunk, "http_storage"):
         return icechunk.http_storage(source, headers=options.get("headers"))

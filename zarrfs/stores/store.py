@@ -316,15 +316,15 @@ class Store:
         if self.disk_cache is not None:
             self.disk_cache.close()
 
-    def get(self, key: str) -> bytes | None:
+    def get(self, key: str) -> bytes | bytearray | None:
         """The whole value of `key`, or None if it does not exist."""
         return self._read(key, None, None)
 
-    def get_range(self, key: str, start: int, stop: int) -> bytes | None:
+    def get_range(self, key: str, start: int, stop: int) -> bytes | bytearray | None:
         """Bytes [start, stop) of `key`; negative `start` counts from the end."""
         return self._read(key, start, stop)
 
-    def get_run(self, key: str, start: int, stop: int, pieces: list[tuple[int, int]]) -> bytes | None:
+    def get_run(self, key: str, start: int, stop: int, pieces: list[tuple[int, int]]) -> bytes | bytearray | None:
         """Bytes [start, stop) of `key` in one request, as `get_range`; `pieces` are the ranges in it the
         reader uses (a shard's inner chunks), which the disk cache keeps one by one."""
         if self.disk_cache is None:
@@ -332,7 +332,7 @@ class Store:
         return self.disk_cache.get_run(key, start, stop, pieces,
                                        lambda validators: self._fetch(key, start, stop, validators))
 
-    def _read(self, key: str, start: int | None, stop: int | None) -> bytes | None:
+    def _read(self, key: str, start: int | None, stop: int | None) -> bytes | bytearray | None:
         if self.disk_cache is None:
             return self._fetch(key, start, stop, None).data
         return self.disk_cache.get(key, start, stop, lambda validators: self._fetch(key, start, stop, validators))

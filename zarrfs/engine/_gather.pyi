@@ -1,0 +1,6 @@
+# The signatures of engine/_gather.c (its PyMethodDef table and PyArg_ParseTuple formats), for the
+# type checker; tests/test_lint.py holds them to the built module with mypy's stubtest.
+import numpy as np
+
+def copy_into(dst: np.ndarray, src: np.ndarray, /) -> None: ...
+def preadv_into(fd: int, dst: np.ndarray, offset: int, flags: int, /) -> int: ...
