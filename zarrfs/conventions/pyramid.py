@@ -34,7 +34,7 @@ def coarser_levels(hierarchy: Hierarchy, meta: ArrayMeta, semantics: Semantics) 
     if found is not None:
         image, level = found
         return overview_levels(meta, level_arrays(hierarchy, image)[level + 1:])
-    return overview_levels(meta, [level if isinstance(level := node_at(hierarchy, path), ArrayMeta) else None
+    return overview_levels(meta, [node if isinstance(node := node_at(hierarchy, path), ArrayMeta) else None
                                   for path in semantics.overviews], same_dtype=False)
 
 

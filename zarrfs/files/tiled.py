@@ -30,10 +30,14 @@ from .contract import OpenedFile, VirtualFile
 class TileRegions(Protocol):
     """What `TiledFile` needs of a pure tiled layout (`formats.tiled_tiff.TiledLayout`)."""
 
-    size: int
-    grids: tuple[TileGrid, ...]
-    samples: tuple[np.dtype, ...]  # each level's element type
-    head: bytes  # the file's first bytes, its IFDs (formats/tiff_head.py)
+    @property
+    def size(self) -> int: ...
+    @property
+    def grids(self) -> tuple[TileGrid, ...]: ...
+    @property
+    def samples(self) -> tuple[np.dtype, ...]: ...  # each level's element type
+    @property
+    def head(self) -> bytes: ...  # the file's first bytes, its IFDs (formats/tiff_head.py)
 
     def read_into(self, offset: int, out: np.ndarray, read_tiles: Any) -> int: ...
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import tifffile
 
@@ -138,7 +138,9 @@ def _stored(image: ImageLevels) -> _Stored | None:
 def _build(images: list[_Stored], bigtiff: bool, description: bytes) -> TiledLayout:
     sink = _ZeroSkippingSink()
     byteorder = file_byteorder([image.pixels.dtype for image in images])
-    with tifffile.TiffWriter(sink, bigtiff=bigtiff, byteorder=byteorder, ome=False, shaped=False) as writer:
+    # tifffile writes to any seekable binary file object (the sink); its annotation names IO[bytes].
+    with tifffile.TiffWriter(sink, bigtiff=bigtiff, byteorder=byteorder, ome=False,  # type: ignore[arg-type]
+                             shaped=False) as writer:
         for number, image in enumerate(images):
             resolution = image.resolution
             for level, grid in enumerate(image.grids):

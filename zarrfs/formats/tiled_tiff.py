@@ -183,8 +183,12 @@ def tiled_plan(levels: Sequence[ArrayMeta], semantics: Semantics | None = None) 
         return None
     bands = meta.ndim == 3 and 2 <= meta.shape[0] <= MAX_BANDS
     samples = one_byte_order([_sample_dtype(level.dtype) for level in levels])
-    found = [_grid(level, s, bands) if s is not None else None for level, s in zip(levels, samples, strict=True)]
-    grids = found[:found.index(None)] if None in found else found  # levels with chunks of one shape
+    grids: list[TileGrid] = []  # the levels up to the first whose chunks differ in shape (or byte order)
+    for level, level_sample in zip(levels, samples, strict=True):
+        grid = _grid(level, level_sample, bands) if level_sample is not None else None
+        if grid is None:
+            break
+        grids.append(grid)
     if not grids:
         return None
     if grids[0].pages > 1:  # reduced pages would all be overviews of the first plane
@@ -217,7 +221,7 @@ def one_byte_order(samples: Sequence[numpy.dtype | None]) -> list[numpy.dtype | 
     return [s if s is None or s.itemsize == 1 or s.str[0] == order else None for s in samples]
 
 
-def file_byteorder(samples: Sequence[numpy.dtype]) -> str:
+def file_byteorder(samples: Sequence[numpy.dtype]) -> Literal["<", ">"]:
     """tifffile's byte order for a file of `samples` (`one_byte_order`): big-endian when they are."""
     return ">" if any(s.itemsize > 1 and s.str[0] == ">" for s in samples) else "<"
 
@@ -252,7 +256,9 @@ def _build(grids: list[TileGrid], samples: tuple[numpy.dtype, ...], bigtiff: boo
            resolution: tuple[tuple[float, float], int] | None) -> TiledLayout:
     sink = _ZeroSkippingSink()
     byteorder = file_byteorder(samples)
-    with tifffile.TiffWriter(sink, bigtiff=bigtiff, byteorder=byteorder, shaped=False, ome=False) as writer:
+    # tifffile writes to any seekable binary file object (the sink); its annotation names IO[bytes].
+    with tifffile.TiffWriter(sink, bigtiff=bigtiff, byteorder=byteorder, shaped=False,  # type: ignore[arg-type]
+                             ome=False) as writer:
         for level, (grid, sample) in enumerate(zip(grids, samples, strict=True)):
             extra: dict[str, Any] = {}
             if level == 0:

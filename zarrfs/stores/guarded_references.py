@@ -67,12 +67,12 @@ class GuardedReferenceFileSystem(ReferenceFileSystem):
             kwargs["target_options"] = guarded_options(rule.origin.scheme, kwargs.get("target_options"), rule)
         super().__init__(fo, **kwargs)
         if not rule.trusted:
-            self.fss = _TargetFileSystems(self.fss, rule, {kwargs["remote_protocol"]: kwargs["remote_options"]})
+            self.fss: Any = _TargetFileSystems(self.fss, rule, {kwargs["remote_protocol"]: kwargs["remote_options"]})
 
     def _process_references1(self, references: dict[str, Any], template_overrides: Any = None) -> None:
         if template_overrides:
             references = {**references, "templates": {**(references.get("templates") or {}), **template_overrides}}
-        self.templates = {}  # expanded below: nothing is left for fsspec to render
+        self.templates: dict[str, str] = {}  # expanded below: nothing is left for fsspec to render
         self.references = expand_references(references)
 
     def _cat_common(self, path: str, start: int | None = None, end: int | None = None) -> tuple[Any, Any, Any]:
@@ -108,11 +108,11 @@ class GuardedReferenceFileSystem(ReferenceFileSystem):
 
     def info(self, path: str, **kwargs: Any) -> dict[str, Any]:
         self._check_whole_file(path)
-        return super().info(path, **kwargs)  # type: ignore[no-any-return]
+        return super().info(path, **kwargs)
 
     async def _info(self, path: str, **kwargs: Any) -> dict[str, Any]:
         self._check_whole_file(path)
-        return await super()._info(path, **kwargs)  # type: ignore[no-any-return]
+        return await super()._info(path, **kwargs)
 
     def _check_whole_file(self, path: str) -> None:
         """A whole-file reference's size comes from its target: judged before it is asked."""

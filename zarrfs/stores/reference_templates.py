@@ -108,7 +108,7 @@ def _value(node: ast.AST, templates: Mapping[str, str], variables: Mapping[str, 
         # Integers with any of the operators; strings only joined (`"a" * 10**9` would be memory).
         if (isinstance(left, int) and isinstance(right, int)) or \
                 (isinstance(node.op, ast.Add) and isinstance(left, str) and isinstance(right, str)):
-            return _OPERATORS[type(node.op)](left, right)  # type: ignore[no-any-return]
+            return _OPERATORS[type(node.op)](left, right)
     raise TemplateError(f"reference set: template expression {{{{{text}}}}} is not supported: only names, "
                         "numbers, strings, + - * // % and parentheses are")
 

@@ -191,7 +191,7 @@ class Store:
                        identity=redact_url(url))
         if "::" not in url:
             given = guarded_options(protocol, given, rule)
-        fs, root = cls._make_fs(url, protocol, lambda: url_to_fs(url, **_merged(backend_defaults(protocol, options),
+        fs, root = cls._opened_fs(url, protocol, lambda: url_to_fs(url, **_merged(backend_defaults(protocol, options),
                                                                                 given)))
         return cls(fs, root, redact_url(url), options, identity=_identity(url, given))
 
@@ -200,11 +200,11 @@ class Store:
         """A reference set, its every target judged by the trust rule of the reference file's origin."""
         _, given = reference_options(url, given)
         rule = trust_rule(str(given["fo"]), options.virtual_chunks)
-        fs, root = cls._make_fs(url, PROTOCOL, lambda: (GuardedReferenceFileSystem(rule=rule, **given), ""))
+        fs, root = cls._opened_fs(url, PROTOCOL, lambda: (GuardedReferenceFileSystem(rule=rule, **given), ""))
         return cls(fs, root, redact_url(url), options, identity=_identity(url, given))
 
     @staticmethod
-    def _make_fs(url: str, protocol: str, make: Callable[[], tuple[fsspec.AbstractFileSystem, str]],
+    def _opened_fs(url: str, protocol: str, make: Callable[[], tuple[fsspec.AbstractFileSystem, str]],
                  ) -> tuple[fsspec.AbstractFileSystem, str]:
         """`make()`'s file system and root, its failures as NotZarrError."""
         try:
