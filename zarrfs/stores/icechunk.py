@@ -19,8 +19,9 @@ only when it lies under a prefix the user names (`--virtual-chunks PREFIX`,
 a plain path meaning `file://` + that absolute path; compared as trust.py
 compares every target); nothing is followed by default. Credentials of
 remote containers come from storage options spelled `virtual.KEY`
-(`-S virtual.key=@env:NAME`, fsspec's names: key, secret, token, anon), so they take the same way off the command line and out of logs as
-every other credential; without them, from the environment. A chunk in a
+(`-S virtual.key=@env:NAME`, fsspec's names: key, secret, token, anon), so
+they take the same way off the command line and out of logs as every other
+credential; without them, from the environment. A chunk in a
 container not authorized is a permanent error that names the container and
 the option (EIO, not retried).
 
