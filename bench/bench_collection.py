@@ -21,7 +21,7 @@ import zarr
 
 from zarrfs.formats import FORMATS, OME_TIFF_SUFFIX
 from zarrfs.options import EngineOptions
-from zarrfs.view import VirtualTree
+from zarrfs.files.tree import VirtualTree
 
 LEVELS = 3
 SHAPE = (2, 3, 512, 512)  # c, z, y, x

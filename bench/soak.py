@@ -140,7 +140,7 @@ def oracle_files(mountpoint: Path, store: Path, arrays: dict[str, np.ndarray]) -
 
     from zarrfs.engine.engine import Engine
     from zarrfs.formats import FORMATS
-    from zarrfs.view import VirtualTree
+    from zarrfs.files.tree import VirtualTree
 
     engine = Engine.open(str(store))
     tree = VirtualTree(engine)

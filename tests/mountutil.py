@@ -34,7 +34,7 @@ MOUNT_TIMEOUT_S = 60.0
 EXIT_TIMEOUT_S = 10.0
 FUSERMOUNT = "fusermount3"
 
-# The daemon's own log records below WARNING (format of mount_cli._setup_logging):
+# The daemon's own log records below WARNING (format of cli/mount_command._setup_logging):
 # the only lines a test need not declare.
 _QUIET_RECORD = re.compile(r"^\S+ \S+ zarrfs\[\d+\] (DEBUG|INFO) ")
 

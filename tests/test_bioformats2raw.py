@@ -355,7 +355,7 @@ def test_a_collection_too_large_for_one_file_is_reported(tmp_path: Path) -> None
     no file written)."""
     from zarrfs.errors import NotFoundError
     from zarrfs.options import EngineOptions
-    from zarrfs.view import VirtualTree
+    from zarrfs.files.tree import VirtualTree
 
     store = tmp_path / "many.zarr"
     root = zarr.open_group(str(store), mode="w", zarr_format=2)

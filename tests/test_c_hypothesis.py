@@ -19,7 +19,7 @@ from zarr.codecs import BytesCodec, ZstdCodec
 from budget import examples
 from zarrfs.engine.engine import Engine
 from zarrfs.options import EngineOptions
-from zarrfs.view import VirtualTree
+from zarrfs.files.tree import VirtualTree
 
 FH = 9
 

@@ -35,7 +35,7 @@ from zarrfs.engine.served import ServedChunks
 from zarrfs.fuse.mount import ALLOCATOR_RESTARTED
 from zarrfs.memory import ALLOCATOR_SETTING
 from zarrfs.options import EngineOptions
-from zarrfs.view import VirtualTree
+from zarrfs.files.tree import VirtualTree
 
 PACKAGE_ROOT = str(Path(zarrfs.__file__).resolve().parent.parent)
 FH = 5

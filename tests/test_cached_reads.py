@@ -21,7 +21,7 @@ from zarr.codecs import BytesCodec, ZstdCodec
 from zarrfs.engine.engine import Engine
 from zarrfs.engine.served import MAX_RAW_FILES, SEQUENTIAL_REACH, continues_stream
 from zarrfs.options import EngineOptions
-from zarrfs.view import Handle, VirtualTree
+from zarrfs.files.tree import Handle, VirtualTree
 
 SHAPE = (6, 300, 1000)  # 7.2 MB: random reads are mostly over SEQUENTIAL_REACH apart
 CHUNKS = (2, 64, 96)  # partial edge chunks on the last two axes

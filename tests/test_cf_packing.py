@@ -31,7 +31,7 @@ from mountutil import mounted, run_zarrfs
 from zarrfs.conventions.semantics import Quantity, Semantics
 from zarrfs.engine.engine import Engine
 from zarrfs.formats.tifftags import MAX_METADATA_BANDS, gdal_metadata
-from zarrfs.view import VirtualTree
+from zarrfs.files.tree import VirtualTree
 
 LONG_NAME = "2 metre temperature"
 PACKING = {"dtype": "int16", "scale_factor": 0.01, "add_offset": 273.15, "_FillValue": -32768}

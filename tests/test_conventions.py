@@ -29,7 +29,7 @@ from zarrfs.conventions.resolve import semantics_of as resolve_semantics
 from zarrfs.conventions.semantics import Semantics
 from zarrfs.engine.engine import Engine
 from zarrfs.formats import FORMATS
-from zarrfs.view import VirtualTree
+from zarrfs.files.tree import VirtualTree
 
 WKT2_UTM = ('PROJCRS["WGS 84 / UTM zone 33N",BASEGEOGCRS["WGS 84",DATUM["World Geodetic System 1984",'
             'ELLIPSOID["WGS 84",6378137,298.257223563]],ID["EPSG",4326]],CONVERSION["UTM zone 33N",'

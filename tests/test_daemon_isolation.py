@@ -23,7 +23,7 @@ def plant(directory: Path, marker: Path, as_package: bool) -> None:
     code = PLANTED.format(marker=str(marker))
     if as_package:
         (directory / "zarrfs").mkdir(parents=True)
-        for name in ("__init__.py", "__main__.py", "cli.py"):
+        for name in ("__init__.py", "__main__.py", "api.py"):
             (directory / "zarrfs" / name).write_text(code)
     else:
         directory.mkdir(parents=True)

@@ -35,7 +35,7 @@ from mountutil import mounted
 from zarrfs import extensions
 from zarrfs.formats import FORMATS, OME_TIFF_SUFFIX
 from zarrfs.options import EngineOptions
-from zarrfs.view import STATS_FILE, FileEntry, VirtualTree
+from zarrfs.files.tree import STATS_FILE, FileEntry, VirtualTree
 
 NOT_USED = (r"compiled extensions: not used \(_gather, _cached_reads, _fast_read, _threadstate: "
             r"ZARRFS_NO_EXTENSIONS is set\); reads take the Python path, slower")

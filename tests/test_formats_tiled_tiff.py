@@ -33,7 +33,7 @@ from zarrfs.engine.engine import Engine
 from zarrfs.engine.reader import ArrayReader
 from zarrfs.formats import tiled_tiff
 from zarrfs.formats.tiff_head import HEAD_GAP
-from zarrfs.view import FileEntry, VirtualTree
+from zarrfs.files.tree import FileEntry, VirtualTree
 
 
 def _file_bytes(store: Path, name: str) -> tuple[FileEntry, bytes]:

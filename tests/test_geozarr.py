@@ -28,7 +28,7 @@ from mountutil import mounted, run_zarrfs
 from zarrfs.conventions.semantics import Semantics
 from zarrfs.conventions.zarr_conventions import MULTISCALES, PROJ, SPATIAL, declared
 from zarrfs.engine.engine import Engine
-from zarrfs.view import VirtualTree
+from zarrfs.files.tree import VirtualTree
 
 GEOZARR_PYTHON = Path(__file__).resolve().parents[1] / ".venv-geozarr" / "bin" / "python"
 WRITERS = Path(__file__).with_name("geozarr_writers.py")

@@ -22,21 +22,15 @@ import zarrfs
 
 PACKAGE = Path(zarrfs.__file__).parent
 
-# Modules at the package root, by layer. `vocabulary`: errors, options, versions
-# and extensions, which import nothing of zarrfs but each other: any layer may use them.
+# Modules at the package root, by layer: its face (`api`, `zarrfs.mounted`) and the cross-cutting
+# modules. `vocabulary`: errors, options, versions and extensions, which import nothing of zarrfs
+# but each other: any layer may use them.
 ROOT_MODULES = {
     "errors": "vocabulary",
     "options": "vocabulary",
     "versions": "vocabulary",
     "extensions": "vocabulary",
     "memory": "memory",  # the daemon's allocator and heap trimmer: the process, not a read
-    "view": "view",
-    "view_ome": "view",
-    "view_netcdf": "view",
-    "view_tiles": "view",
-    "treeview": "view",
-    "cli": "top",
-    "mount_cli": "top",
     "api": "top",
     "__main__": "top",
     "__init__": "top",
@@ -56,10 +50,13 @@ LAYERS_BELOW_TOP = {
     "conventions": {"vocabulary", "elements", "model", "hierarchy"},
     "engine": {"vocabulary", "memory", "elements", "model", "codecs", "stores", "hierarchy"},
     "formats": {"vocabulary", "elements", "model", "conventions"},
-    "view": {"vocabulary", "elements", "model", "hierarchy", "conventions", "engine", "formats"},
-    # fuse/ translates FUSE calls to the view; it never parses metadata nor touches a store.
-    # (Its import of engine/ for the C fast path is the lead's served-open-file change, issue 34.)
-    "fuse": {"vocabulary", "memory", "view"},
+    # The virtual tree and its files: names, entries, the file kinds bound to the engine's readers.
+    "files": {"vocabulary", "elements", "model", "hierarchy", "conventions", "engine", "formats"},
+    # fuse/ translates FUSE calls to the files; it never parses metadata nor touches a store.
+    "fuse": {"vocabulary", "memory", "files"},
+    # The `zarrfs` command: it drives every layer below; nothing below imports it.
+    "cli": {"vocabulary", "memory", "stores", "elements", "codecs", "model", "hierarchy", "conventions",
+            "engine", "formats", "files", "fuse"},
 }
 ALLOWED = {**LAYERS_BELOW_TOP, "top": set(LAYERS_BELOW_TOP)}
 
@@ -155,7 +152,7 @@ def test_every_module_has_a_layer() -> None:
     modules = package_modules()
     assert len(modules) > 50
     layers = {layer_of(module, is_package) for module, is_package, _ in modules}
-    assert {"stores", "codecs", "model", "hierarchy", "conventions", "engine", "formats", "view", "fuse"} <= layers
+    assert {"stores", "codecs", "model", "hierarchy", "conventions", "engine", "formats", "files", "fuse", "cli"} <= layers
 
 
 def test_the_layers_form_no_circle() -> None:
@@ -178,7 +175,11 @@ def test_the_layers_form_no_circle() -> None:
     ("zarrfs.formats.npy", "import zarrfs.engine.cache\n",
      "zarrfs.formats.npy:1 (formats) imports zarrfs.engine.cache (engine)"),
     ("zarrfs.fuse.ops", "from .. import stores\n", "zarrfs.fuse.ops:1 (fuse) imports zarrfs.stores (stores)"),
-    ("zarrfs.view", "import mfusepy as fuse\n", "zarrfs.view:1 (view) imports mfusepy, which only ['fuse'] may"),
+    ("zarrfs.files.tree", "import mfusepy as fuse\n",
+     "zarrfs.files.tree:1 (files) imports mfusepy, which only ['fuse'] may"),
+    # The command line sits above everything: nothing below it may reach up to it.
+    ("zarrfs.files.tree", "from ..cli.main import build_parser\n",
+     "zarrfs.files.tree:1 (files) imports zarrfs.cli.main (cli)"),
     ("zarrfs.elements.shapes", "from ..codecs import pipeline\n",
      "zarrfs.elements.shapes:1 (elements) imports zarrfs.codecs.pipeline (codecs)"),
     # The codecs read the elements' vocabulary, never the metadata model above them.

@@ -22,7 +22,7 @@ from mountutil import mounted
 
 from zarrfs.engine.engine import Engine
 from zarrfs.options import EngineOptions
-from zarrfs.view import Handle, VirtualTree
+from zarrfs.files.tree import Handle, VirtualTree
 
 SHAPE = (768, 2048)  # float32, 6 MiB: four times the cache of the tests that evict
 CHUNKS = (64, 256)

@@ -35,7 +35,7 @@ pytestmark = [pytest.mark.mount, pytest.mark.clients]
 # The one documented difference from the oracle: int64 (xarray's time encoding) is a double in
 # CDF-2, where xarray's own NetCDF-3 writer narrows it to int when the values fit.
 INT64_AS_DOUBLE = {"time"}
-LEFT_OUT = r"INFO zarrfs.view_netcdf: .*/notes is not a variable of climate\.nc: variable-length str"
+LEFT_OUT = r"INFO zarrfs.files.netcdf_datasets: .*/notes is not a variable of climate\.nc: variable-length str"
 
 
 def climate(notes: bool = True) -> xr.Dataset:

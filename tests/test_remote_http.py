@@ -32,7 +32,7 @@ from zarrfs.fuse import mount as fuse_mount
 from zarrfs.hierarchy import Hierarchy
 from zarrfs.model.meta import ArrayMeta
 from zarrfs.stores.store import Store
-from zarrfs.view import source_name
+from zarrfs.files.tree import source_name
 
 ARRAYS = ["zp3-sharding-end", "zp3-sharding-start", "ts3-sharding-start-blank", "zp3-codec-blosc-lz4-shuffle",
           "zp2-compressor-lzma", "zp3-fill-nan-missing", "zp3-root-array"]

@@ -20,7 +20,7 @@ import pytest
 from mountutil import mounted_many, run_zarrfs
 from oracles import HierarchyOracle, Oracle
 from remoteutil import S3Server, remote_mount, s3_server, write_sources
-from zarrfs.view import source_name
+from zarrfs.files.tree import source_name
 
 BUCKET = "zarrfs-test"
 ARRAYS = ["zp3-sharding-end", "ts3-sharding-start-blank", "zp2-compressor-lzma", "zp3-fill-nan-missing"]

@@ -21,7 +21,7 @@ from zarr.codecs import ZstdCodec
 from zarrfs.engine.engine import Engine
 from zarrfs.engine.readahead import Readahead, ReadStream
 from zarrfs.options import EngineOptions
-from zarrfs.view import Handle, VirtualTree
+from zarrfs.files.tree import Handle, VirtualTree
 
 FH = 5
 SHAPE = (1024, 16384)  # float32: 64 MiB, twice the cache below

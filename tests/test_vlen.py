@@ -28,7 +28,7 @@ from oracles import quiet
 from zarrfs.engine.engine import Engine
 from zarrfs.errors import ChunkError, TooLargeError
 from zarrfs.model.limits import VLEN_ELEMENTS_VARIABLE, VLEN_JSON_VARIABLE, VLEN_SIZE_VARIABLE
-from zarrfs.view import VirtualTree
+from zarrfs.files.tree import VirtualTree
 from zp3x import Writer, zp3x  # noqa: F401  (zp3x is the fixture)
 
 STRINGS = ["héllo", "😀 emoji", "", "日本語のテキスト", "tab\tand\nnewline", "x", "", "ß" * 9, "end"]

@@ -82,9 +82,9 @@ def mounted(source: str | Path, mountpoint: str | Path | None = None, **options:
     prints) when the mount fails. If files are still open at the end, the
     mount is detached lazily and goes away when they close.
     """
-    from .cli import build_parser
+    from .cli.main import build_parser
     from .fuse.mount import MountError, unmount
-    from .mount_cli import run_mount_command
+    from .cli.mount_command import run_mount_command
 
     created = mountpoint is None
     root = Path(tempfile.mkdtemp(prefix="zarrfs-")) if created else Path(mountpoint)

@@ -109,7 +109,7 @@ class TileRegions(Protocol):
 class TiledFile:
     """A tiled layout bound to the arrays of its levels (`paths[i]` serves `layout.grids[i]`).
 
-    It stands where a `Layout` stands in a `view.FileEntry`; the C-order
+    It stands where a `Layout` stands in a `files.tree.FileEntry`; the C-order
     reader the FUSE layer hands to `read_into` is not used, since tiles are
     not C order and overview levels are other arrays.
     """

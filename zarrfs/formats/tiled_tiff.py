@@ -151,7 +151,7 @@ class TiledLayout:
 
 class LazyTiledLayout(LazyLayout):
     """The tiled TIFF of one array, still to be built: the view builds it bound to the array's levels
-    (view_tiles.py), so it keeps the plan of the array alone, for when there are no coarser levels."""
+    (files/tiled.py), so it keeps the plan of the array alone, for when there are no coarser levels."""
 
     def __init__(self, plan: Callable[[], TiledLayout]) -> None:
         super().__init__(plan)  # type: ignore[arg-type]  # a TiledLayout stands where a Layout stands

@@ -280,7 +280,7 @@ def serve(options: MountOptions, report: Callable[[str], None] | None = None) ->
         claim_mountpoint(options.mountpoint)
         check_mountpoint(options.mountpoint)  # again: another mount may have won before the claim
         mfusepy = load_fuse_binding()
-        from ..view import VirtualTree
+        from ..files.tree import VirtualTree
         from .ops import ReplyBufferFUSE, ZarrOperations
 
         # Fails here, before mounting, if SOURCE is not Zarr.

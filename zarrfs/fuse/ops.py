@@ -24,7 +24,7 @@ import numpy as np
 
 from .. import extensions
 from ..errors import ZarrfsError
-from ..view import DirEntry, Entry, Handle, StatsEntry, VirtualTree
+from ..files.tree import DirEntry, Entry, Handle, StatsEntry, VirtualTree
 from . import compiled
 from .service_times import ServiceTimes
 

@@ -6,13 +6,13 @@ import json
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from .conventions.layout import group_layout
-from .conventions.semantics import Axis, Quantity, Semantics
-from .formats.netcdf import NC_SUFFIX, netcdf_plan
-from .hierarchy import Hierarchy
-from .model.meta import ArrayMeta, GroupMeta
-from .view import source_name
-from .view_netcdf import dataset_arrays
+from ..conventions.layout import group_layout
+from ..conventions.semantics import Axis, Quantity, Semantics
+from ..formats.netcdf import NC_SUFFIX, netcdf_plan
+from ..hierarchy import Hierarchy
+from ..model.meta import ArrayMeta, GroupMeta
+from ..files.tree import source_name
+from ..files.netcdf_datasets import dataset_arrays
 
 # The meaning of an array (`SemanticsIndex.of`); without one, none is shown.
 SemanticsOf = Callable[[ArrayMeta], Semantics]

@@ -32,21 +32,21 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from .conventions.bioformats2raw import Collection, collection_of_group, layout_number
-from .conventions.image import OmeImage, images_of_group, level_arrays
-from .conventions.plate import plate_block, plate_of_group
-from .conventions.pyramid import overview_levels
-from .conventions.semantics import Semantics
-from .engine.engine import Engine
-from .engine.tiles import TiledFile
-from .errors import NotFoundError, ZarrfsError
-from .formats import OME_TIFF_SUFFIX
-from .formats.base import DeferredLayout
-from .formats.ome_metadata import merged_ome_xml
-from .formats.ome_tiff import MAX_PLANES, ImageLevels, ome_tiff_layout, safe_file_stem, storable
-from .formats.tiled_tiff import MAX_TILES
-from .formats.ome_xml import OmePlate
-from .model.meta import ArrayMeta, GroupMeta
+from ..conventions.bioformats2raw import Collection, collection_of_group, layout_number
+from ..conventions.image import OmeImage, images_of_group, level_arrays
+from ..conventions.plate import plate_block, plate_of_group
+from ..conventions.pyramid import overview_levels
+from ..conventions.semantics import Semantics
+from ..engine.engine import Engine
+from ..engine.tiles import TiledFile
+from ..errors import NotFoundError, ZarrfsError
+from ..formats import OME_TIFF_SUFFIX
+from ..formats.base import DeferredLayout
+from ..formats.ome_metadata import merged_ome_xml
+from ..formats.ome_tiff import MAX_PLANES, ImageLevels, ome_tiff_layout, safe_file_stem, storable
+from ..formats.tiled_tiff import MAX_TILES
+from ..formats.ome_xml import OmePlate
+from ..model.meta import ArrayMeta, GroupMeta
 
 log = logging.getLogger(__name__)
 

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from .conventions.pyramid import coarser_levels
-from .conventions.semantics import Semantics
-from .engine.engine import Engine
-from .engine.tiles import TiledFile
-from .formats.tiled_tiff import TiledLayout, tiled_layout
-from .model.meta import ArrayMeta
+from ..conventions.pyramid import coarser_levels
+from ..conventions.semantics import Semantics
+from ..engine.engine import Engine
+from ..engine.tiles import TiledFile
+from ..formats.tiled_tiff import TiledLayout, tiled_layout
+from ..model.meta import ArrayMeta
 
 
 def tiled_file(engine: Engine, meta: ArrayMeta, semantics: Semantics,

@@ -7,8 +7,8 @@ import logging
 import os
 from collections.abc import Callable, Iterable
 
-from .formats import DEFAULT_FORMATS, FORMAT_GROUPS, RAW_SIDECARS
-from .options import (
+from ..formats import DEFAULT_FORMATS, FORMAT_GROUPS, RAW_SIDECARS
+from ..options import (
     DEFAULT_DISK_CACHE_BYTES,
     READY_TIMEOUT_SECONDS,
     DiskCacheOptions,
@@ -19,7 +19,7 @@ from .options import (
     parse_size,
     parse_storage_options,
 )
-from .stores.redact import (
+from ..stores.redact import (
     RedactingFormatter,
     daemon_argv,
     quiet_backends,
@@ -94,7 +94,7 @@ def add_mount_commands(commands: argparse._SubParsersAction, add_source: Callabl
 
 
 def _suffixes(text: str) -> tuple[str, ...]:
-    from .errors import OptionsError
+    from ..errors import OptionsError
 
     names = [n.strip().lstrip(".") for n in text.split(",") if n.strip()]
     unknown = [n for n in names if n not in FORMAT_GROUPS]
@@ -126,7 +126,7 @@ def _setup_logging(level: str, log_file: str | None, secrets: Iterable[str]) -> 
 
 
 def run_mount_command(args: argparse.Namespace) -> int:
-    from .fuse.mount import (
+    from ..fuse.mount import (
         MountOptions,
         check_mountpoint,
         report_to_fd,

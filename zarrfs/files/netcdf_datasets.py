@@ -16,15 +16,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .conventions.image import images_of_group
-from .engine.engine import Engine
-from .engine.open_file import OpenFile
-from .engine.readahead import ReadStream
-from .engine.reader import ArrayReader
-from .errors import ZarrfsError
-from .formats.netcdf import CDF5_SUFFIX, NC_SUFFIX, NetcdfLayout, is_dataset_group, netcdf_plan
-from .hierarchy import Hierarchy
-from .model.meta import ArrayMeta, GroupMeta
+from ..conventions.image import images_of_group
+from ..engine.engine import Engine
+from ..engine.open_file import OpenFile
+from ..engine.readahead import ReadStream
+from ..engine.reader import ArrayReader
+from ..errors import ZarrfsError
+from ..formats.netcdf import CDF5_SUFFIX, NC_SUFFIX, NetcdfLayout, is_dataset_group, netcdf_plan
+from ..hierarchy import Hierarchy
+from ..model.meta import ArrayMeta, GroupMeta
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +40,7 @@ class StaleFileError(ZarrfsError):
 class NetcdfFile:
     """A NetCDF layout bound to the engine: `paths[i]` is the array of `layout.variables[i]`.
 
-    It stands where a `Layout` stands in a `view.FileEntry`; each open gets
+    It stands where a `Layout` stands in a `files.tree.FileEntry`; each open gets
     its own read streams (`opened`), one per variable, so a tool reading a
     variable from its start gets readahead as it would on `N.raw`.
     """
@@ -83,7 +83,7 @@ class OpenNetcdf:
         return self.file.layout.read_into(offset, out, self._read_array)
 
     def attach(self, handle: int) -> bool:
-        """Give C the variables it can answer (`view.Handle.attach`); whether it took any."""
+        """Give C the variables it can answer (`files.tree.Handle.attach`); whether it took any."""
         attached: list[tuple[int, OpenFile]] = []
         for index, variable in enumerate(self.file.layout.variables):
             if variable.conversion not in C_CONVERSIONS or not variable.nbytes:

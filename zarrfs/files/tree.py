@@ -8,7 +8,7 @@ its strip file `P/N.strips.tif`, see `formats.is_map`); a string or bytes array 
 and `P/N.json` only, sized the first time they are asked about (the one
 exception to "sizes from metadata": see engine/vlen.py). Each directory also has
 `.group.json` with the group's metadata and attributes, and an OME-Zarr
-image group its pyramidal OME-TIFF, `NAME.ome.tif` (view_ome.py). A SOURCE that is a
+image group its pyramidal OME-TIFF, `NAME.ome.tif` (ome_images.py). A SOURCE that is a
 single array appears in the mount root under the store's name. Names are
 decided from metadata alone; the only chunks read are those of small 1-D
 coordinate arrays that georeference a sibling (see `conventions.geo`).
@@ -27,21 +27,21 @@ from typing import Any
 
 import numpy as np
 
-from .conventions.bioformats2raw import METADATA_FILE, collection_metadata
-from .conventions.resolve import SemanticsIndex
-from .conventions.semantics import Semantics
-from .engine.engine import Engine
-from .engine.open_file import OpenBytes, OpenFile
-from .errors import IsDirectoryError, NotFoundError, StoreError
-from .options import EngineOptions
-from .formats import FORMATS, GROUP_SUFFIXES, NC_SUFFIX, OME_TIFF_SUFFIX, VOLUME_FORMATS, json_document
-from .formats.base import DeferredLayout, LazyLayout, Layout
-from .formats.tiled_tiff import LazyTiledLayout
-from .formats.vlen import VLEN_SUFFIXES, vlen_document, vlen_npy_layout
-from .model.meta import ArrayMeta, GroupMeta
-from .view_netcdf import NetcdfFile, OpenNetcdf, netcdf_files
-from .view_ome import CollectionFile, collection_file, ome_tiff_files
-from .view_tiles import TiledFile, tiled_file
+from ..conventions.bioformats2raw import METADATA_FILE, collection_metadata
+from ..conventions.resolve import SemanticsIndex
+from ..conventions.semantics import Semantics
+from ..engine.engine import Engine
+from ..engine.open_file import OpenBytes, OpenFile
+from ..errors import IsDirectoryError, NotFoundError, StoreError
+from ..options import EngineOptions
+from ..formats import FORMATS, GROUP_SUFFIXES, NC_SUFFIX, OME_TIFF_SUFFIX, VOLUME_FORMATS, json_document
+from ..formats.base import DeferredLayout, LazyLayout, Layout
+from ..formats.tiled_tiff import LazyTiledLayout
+from ..formats.vlen import VLEN_SUFFIXES, vlen_document, vlen_npy_layout
+from ..model.meta import ArrayMeta, GroupMeta
+from .netcdf_datasets import NetcdfFile, OpenNetcdf, netcdf_files
+from .ome_images import CollectionFile, collection_file, ome_tiff_files
+from .tiled import TiledFile, tiled_file
 
 log = logging.getLogger(__name__)
 
@@ -83,7 +83,7 @@ class Handle:
     file: OpenFile | None  # the engine's open file of the array; None for files made of metadata alone
     direct_io: bool = False
     # What C answers reads through (`attach`, `load_for_c`, `close`): the array's open file, a
-    # NetCDF file's variables (view_netcdf.OpenNetcdf) or a tiled TIFF's head (OpenBytes); None:
+    # NetCDF file's variables (netcdf_datasets.OpenNetcdf) or a tiled TIFF's head (OpenBytes); None:
     # every read takes the Python path.
     c_file: OpenFile | OpenNetcdf | OpenBytes | None = None
 
@@ -214,7 +214,7 @@ class VirtualTree:
             raise IsDirectoryError(f"/{path.strip('/')} is a directory")
         layout = entry.layout
         if isinstance(layout, LazyLayout) or (isinstance(layout, DeferredLayout) and entry.array_path is None):
-            layout = layout.layout  # built now: a TIFF's IFDs, an OME-TIFF (view_ome.py)
+            layout = layout.layout  # built now: a TIFF's IFDs, an OME-TIFF (ome_images.py)
         if isinstance(layout, TiledFile):
             # Tiled TIFFs read their tiles through the readers of their own levels (engine.tiles), whole
             # tiles at random places: no C-order reader, and no kernel readahead past a tile, which

@@ -9,8 +9,8 @@ import sys
 import warnings
 from collections.abc import Sequence
 
-from .errors import ZarrfsError
-from .options import DEFAULT_CACHE_BYTES, parse_storage_options
+from ..errors import ZarrfsError
+from ..options import DEFAULT_CACHE_BYTES, parse_storage_options
 
 DESCRIPTION = """\
 Mount Zarr hierarchies (v1, v2, the 2022 v3 drafts, v3) read-only, so that any
@@ -41,9 +41,9 @@ class _VersionAction(argparse.Action):
 
     def __call__(self, parser: argparse.ArgumentParser, *_: object) -> None:
         # The modules that load the compiled extensions (or record why not), for the line saying so.
-        from .engine import gather, served  # noqa: F401
-        from .fuse import compiled  # noqa: F401
-        from .versions import version_text
+        from ..engine import gather, served  # noqa: F401
+        from ..fuse import compiled  # noqa: F401
+        from ..versions import version_text
 
         print(version_text())
         parser.exit()
@@ -79,17 +79,17 @@ def build_parser() -> argparse.ArgumentParser:
     _add_source(tree)
     tree.add_argument("--json", action="store_true", help="print JSON instead of text")
 
-    from .mount_cli import add_mount_commands
+    from .mount_command import add_mount_commands
 
     add_mount_commands(commands, _add_source, DEFAULT_CACHE_BYTES)
     return parser
 
 
 def _tree(args: argparse.Namespace) -> int:
-    from .conventions.resolve import SemanticsIndex
-    from .engine.engine import Engine
-    from .options import EngineOptions, StoreOptions
-    from .treeview import dump_json, tree_json, tree_lines
+    from ..conventions.resolve import SemanticsIndex
+    from ..engine.engine import Engine
+    from ..options import EngineOptions, StoreOptions
+    from .tree_command import dump_json, tree_json, tree_lines
 
     # An engine, not only the hierarchy: georeferencing may need a small
     # coordinate array's values.
@@ -132,7 +132,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         code = 1
     # The mount daemon with its FUSE loop over, or a process that read an Icechunk repository.
     if getattr(args, "foreground", False) or _foreign_threads_call_python():
-        from .fuse.stopper import end_process
+        from ..fuse.stopper import end_process
 
         end_process(code)  # not the interpreter's finalization: see `end_process`
     return code
@@ -157,7 +157,7 @@ def _run(args: argparse.Namespace) -> int:
     try:
         if args.command == "tree":
             return _tree(args)
-        from .mount_cli import run_mount_command
+        from .mount_command import run_mount_command
 
         return run_mount_command(args)
     except ZarrfsError as exc:
