@@ -47,7 +47,7 @@ def add_mount_commands(commands: argparse._SubParsersAction, add_source: Callabl
     mount = commands.add_parser("mount", help="mount SOURCE on MOUNTPOINT", description=MOUNT_DESCRIPTION,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     add_source(mount)
-    mount.add_argument("mountpoint", metavar="MOUNTPOINT", help="an existing, empty directory")
+    mount.add_argument("mountpoint", metavar="MOUNTPOINT", nargs="?", help="an existing, empty directory")
     mount.add_argument("--cache-size", default=f"{default_cache >> 20}M", metavar="SIZE",
                        help="budget for decoded chunks, e.g. 512M, 2GiB (default: %(default)s)")
     mount.add_argument("--formats", default=",".join(DEFAULT_FORMATS), metavar="LIST",
@@ -125,6 +125,15 @@ def _setup_logging(level: str, log_file: str | None, secrets: Iterable[str]) -> 
     quiet_backends()
 
 
+def _catalog_secrets(catalog: str | None) -> list[str]:
+    """The values of a catalog's storage options that look secret, kept out of the log like -S ones."""
+    if catalog is None:
+        return []
+    from ..files.catalog import read_catalog
+
+    return [value for entry in read_catalog(catalog) for value in secret_values(entry.storage_options)]
+
+
 def run_mount_command(args: argparse.Namespace) -> int:
     from ..fuse.mount import (
         MountOptions,
@@ -142,7 +151,8 @@ def run_mount_command(args: argparse.Namespace) -> int:
     ttl = parse_duration(args.metadata_ttl)
     storage_options = parse_storage_options(args.storage_option)
     options = MountOptions(
-        source=args.source,
+        source=args.source or f"catalog {args.catalog}",
+        catalog=os.path.abspath(args.catalog) if args.catalog else None,
         mountpoint=args.mountpoint,
         storage_options=storage_options,
         engine=EngineOptions(cache_bytes=parse_size(args.cache_size), workers=max(1, args.workers),
@@ -163,6 +173,6 @@ def run_mount_command(args: argparse.Namespace) -> int:
         spawn_daemon(argv, args.log_file, env, args.mountpoint, args.ready_timeout)
         return 0
     restart_with_allocator_environment(args.argv, args.ready_fd)
-    _setup_logging(args.log_level, args.log_file, secret_values(storage_options))
+    _setup_logging(args.log_level, args.log_file, [*secret_values(storage_options), *_catalog_secrets(options.catalog)])
     report = report_to_fd(args.ready_fd) if args.ready_fd is not None else None
     return serve(options, report)

@@ -23,14 +23,14 @@ import re
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
 from ..conventions.bioformats2raw import METADATA_FILE, collection_metadata
 from ..conventions.resolve import SemanticsIndex
 from ..conventions.semantics import Semantics
-from ..engine.engine import Engine
+from ..engine.engine import Engine, SharedParts
 from ..engine.open_file import OpenBytes, OpenFile
 from ..errors import IsDirectoryError, NotFoundError, StoreError
 from ..options import EngineOptions
@@ -55,11 +55,21 @@ class DirEntry:
     group_path: str
 
 
+class Sized(Protocol):
+    """What the FUSE front needs of any file to stat it."""
+
+    @property
+    def size(self) -> int: ...
+
+
 @dataclass(frozen=True)
 class FileEntry:
-    layout: Layout | DeferredLayout | TiledFile | NetcdfFile  # deferred: variable-length arrays (formats/vlen.py)
+    layout: Sized  # a Layout, DeferredLayout (variable-length arrays), TiledFile, NetcdfFile, or a share's file
     array_path: str | None = None  # None for files made of metadata alone
     suffix: str = ""
+    mtime_ns: int | None = None  # an ordinary file's own time (None: the mount's)
+    # How a file that opens itself is opened (an ordinary file of a share); None: `VirtualTree.open`.
+    opener: Callable[[], Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -125,10 +135,18 @@ def _no_region(start: int, stop: int, target: np.ndarray) -> None:
     raise AssertionError("metadata-only files have no element region")
 
 
+# Suffixes a single-array SOURCE's name loses: the store's kind, not the array's name.
+SOURCE_SUFFIXES = (".zip", ".ozx", ".json", ".parq", ".parquet", ".zarr")
+
+
 def source_name(source: str) -> str:
-    """'/data/scan.zarr/' -> 'scan': the name a single-array SOURCE appears under."""
-    name = posixpath.basename(re.sub(r"[?#].*$", "", source).rstrip("/")) or "array"
-    return name.removesuffix(".zarr") or "array"
+    """'/data/scan.zarr/' -> 'scan', 'zip::/data/scan.zarr.zip' -> 'scan': the name a single-array SOURCE
+    appears under."""
+    name = posixpath.basename(re.sub(r"[?#].*$", "", source.split("::")[-1]).rstrip("/"))
+    for suffix in SOURCE_SUFFIXES:
+        if name.lower().endswith(suffix) and len(name) > len(suffix):
+            name = name[:-len(suffix)]
+    return name or "array"
 
 
 @dataclass
@@ -150,9 +168,10 @@ class VirtualTree:
 
     @classmethod
     def of_source(cls, source: str, storage_options: dict[str, Any] | None, options: EngineOptions,
-                  suffixes: tuple[str, ...]) -> VirtualTree:
-        """The tree of SOURCE, its root read now: NotZarrError (and the like) before anything mounts."""
-        engine = Engine.open(source, storage_options, options)
+                  suffixes: tuple[str, ...], shared: SharedParts | None = None) -> VirtualTree:
+        """The tree of SOURCE, its root read now: NotZarrError (and the like) before anything mounts.
+        `shared`: the cache and open files of a mount of many stores (files/share.py)."""
+        engine = Engine.open(source, storage_options, options, shared)
         try:
             engine.hierarchy.root()
         except BaseException:

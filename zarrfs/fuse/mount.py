@@ -58,7 +58,7 @@ class MountError(ZarrfsError):
 
 @dataclass(frozen=True)
 class MountOptions:
-    source: str
+    source: str  # with `catalog`, only what logs call the mount
     mountpoint: str
     storage_options: dict[str, Any] = field(default_factory=dict)
     engine: EngineOptions = field(default_factory=EngineOptions)
@@ -66,6 +66,7 @@ class MountOptions:
     allow_other: bool = False
     fuse_options: tuple[str, ...] = ()  # extra -o options, 'key' or 'key=value'
     attr_timeout: float = 3600.0
+    catalog: str | None = None  # --catalog FILE: its named sources, each a top-level directory
 
 
 # ------------------------------------------------------------------ checks
@@ -280,11 +281,12 @@ def serve(options: MountOptions, report: Callable[[str], None] | None = None) ->
         claim_mountpoint(options.mountpoint)
         check_mountpoint(options.mountpoint)  # again: another mount may have won before the claim
         mfusepy = load_fuse_binding()
-        from ..files.tree import VirtualTree
+        from ..files.share import open_mount_tree
         from .ops import ReplyBufferFUSE, ZarrOperations
 
-        # Fails here, before mounting, if SOURCE is not Zarr.
-        tree = VirtualTree.of_source(options.source, options.storage_options, options.engine, options.suffixes)
+        # Fails here, before mounting, if SOURCE is neither Zarr nor a folder of anything.
+        tree = open_mount_tree(options.source, options.storage_options, options.engine, options.suffixes,
+                               options.catalog)
         tree.stats_extras["memory"] = memory_figures
     except ZarrfsError as exc:
         report(f"ERROR {exc}")

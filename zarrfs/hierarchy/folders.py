@@ -181,3 +181,24 @@ def probe_files(store: Store, folder: str, entries: list[Listed]) -> dict[str, K
     finally:
         pool.shutdown(wait=False, cancel_futures=True)
     return kinds
+
+
+def describe_store(name: str, listing: Iterable[Listed]) -> str:
+    """What kind of store a folder is, from its listing: what `zarrfs tree` of a share prints beside it."""
+    if name.lower().endswith(PARQUET_SUFFIXES):
+        return "kerchunk reference set (Parquet)"
+    directories: set[str] = set()
+    files: set[str] = set()
+    for entry in listing:
+        (directories if entry.directory else files).add(entry.name)
+    if "zarr.json" in files:
+        return "Zarr v3 store"
+    if ".zmetadata" in files:
+        return "Zarr v2 store (consolidated)"
+    if files & {".zgroup", ".zarray"}:
+        return "Zarr v2 store"
+    if V1_MARKERS <= files:
+        return "Zarr v1 store"
+    if looks_like_repository(directories, files):
+        return "Icechunk repository"
+    return "folder"
