@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterable
 from ..formats import DEFAULT_FORMATS, FORMAT_GROUPS, RAW_SIDECARS
 from ..options import (
     DEFAULT_DISK_CACHE_BYTES,
+    DEFAULT_MAX_OPEN_STORES,
     READY_TIMEOUT_SECONDS,
     DiskCacheOptions,
     EngineOptions,
@@ -73,6 +74,9 @@ def add_mount_commands(commands: argparse._SubParsersAction, add_source: Callabl
                             "disk across remounts; several mounts may share DIR (default: off)")
     mount.add_argument("--disk-cache-size", default=f"{DEFAULT_DISK_CACHE_BYTES >> 30}G", metavar="SIZE",
                        help="most bytes DIR may hold; least recently used copies go first (default: %(default)s)")
+    mount.add_argument("--max-open-stores", type=int, default=DEFAULT_MAX_OPEN_STORES, metavar="N",
+                       help="a share or catalog: stores open at once; past N the least recently used one that no "
+                            "open file reads is closed, to open again when looked into (default: %(default)s)")
     mount.add_argument("--foreground", "-f", action="store_true",
                        help="stay in the foreground (for systemd); logs go to stderr")
     mount.add_argument("--allow-other", action="store_true",
@@ -163,16 +167,18 @@ def run_mount_command(args: argparse.Namespace) -> int:
                              metadata_ttl=ttl),
         suffixes=_suffixes(args.formats),
         allow_other=args.allow_other,
+        max_open_stores=max(1, args.max_open_stores),
         fuse_options=tuple(args.fuse_options),
         # The kernel must not remember names and sizes longer than we do.
         **({"attr_timeout": min(MountOptions.attr_timeout, ttl)} if ttl is not None else {}),
     )
+    catalog_secrets = _catalog_secrets(options.catalog)  # a catalog with mistakes fails here, before anything
     if not args.foreground:
         check_mountpoint(args.mountpoint)  # fail fast, before starting anything
         argv, env = daemon_argv(args.argv)  # `ps` shows the daemon only @env: references
         spawn_daemon(argv, args.log_file, env, args.mountpoint, args.ready_timeout)
         return 0
     restart_with_allocator_environment(args.argv, args.ready_fd)
-    _setup_logging(args.log_level, args.log_file, [*secret_values(storage_options), *_catalog_secrets(options.catalog)])
+    _setup_logging(args.log_level, args.log_file, [*secret_values(storage_options), *catalog_secrets])
     report = report_to_fd(args.ready_fd) if args.ready_fd is not None else None
     return serve(options, report)

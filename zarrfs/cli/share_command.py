@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 
 from ..files.catalog import CatalogEntry
-from ..hierarchy.folders import Kind, describe_store, file_kind_by_name, folder_kind, needs_probe, probe_files
+from ..hierarchy.folders import Kind, describe_store, entry_kind, folder_kind, probe_files
 from ..stores.store import Listed, Store, redact_url
 
 FILE_KINDS = {Kind.ZIPPED: "zipped store", Kind.REFERENCES: "kerchunk reference set (JSON)"}
@@ -46,7 +46,7 @@ def _folder_lines(store: Store, key: str, listing: list[Listed], level: int, dep
     plain = 0
     plain_bytes = 0
     for entry in sorted((entry for entry in listing if not entry.directory), key=lambda entry: entry.name):
-        kind = probed.get(entry.name) or (Kind.FILE if needs_probe(entry.name) else file_kind_by_name(entry.name))
+        kind = entry_kind(entry, probed)
         if kind in FILE_KINDS:
             yield f"{indent}{entry.name}/  {FILE_KINDS[kind]}"
         else:

@@ -13,7 +13,7 @@ Lazy and bounded:
 - Every store's engine shares one chunk cache (`--cache-size` is one budget
   for the whole mount, and one table of files for the C read path) and one
   set of open chunk files.
-- At most `MAX_OPEN_STORES` stores are open at once: past that the least
+- At most `--max-open-stores` stores are open at once: past that the least
   recently used ones that no open file reads are closed (their nodes, readers
   and metadata let go), to be opened again if looked into again.
 - A store that cannot be opened is a directory holding `ZARRFS-ERROR.txt`,
@@ -44,9 +44,16 @@ from ..engine.plain_files import PlainFileReader
 from ..errors import IsDirectoryError, NotFoundError, NotZarrError, StoreError, ZarrfsError
 from ..formats import json_document
 from ..formats.base import Layout
-from ..hierarchy.folders import Decided, Kind, file_kind_by_name, folder_kind, needs_probe, probe_files
-from ..options import EngineOptions
-from ..stores.store import Listed, Store, redact_url
+from ..hierarchy.folders import (
+    Decided,
+    Kind,
+    Listed,
+    ShareFolders,
+    entry_kind,
+    folder_kind,
+    shown_url,
+)
+from ..options import DEFAULT_MAX_OPEN_STORES, EngineOptions
 from .catalog import CatalogEntry, read_catalog
 from .tree import STATS_FILE, DirEntry, Entry, FileEntry, Handle, StatsEntry, VirtualTree
 
@@ -56,9 +63,6 @@ log = logging.getLogger(__name__)
 ERROR_NOTE = "ZARRFS-ERROR.txt"
 # Where a store that is a file keeps its own bytes, inside its directory (plus the file's suffix).
 SOURCE_FILE = ".zarrfs-source"
-# Stores open at once: each holds its metadata, readers and threads; beyond this the least recently
-# used one that no open file reads is closed.
-MAX_OPEN_STORES = 64
 
 
 @dataclass(frozen=True)
@@ -121,17 +125,16 @@ class _Source:
 class _Folder:
     """A folder of a share: its entries, decided when first listed."""
 
-    store: Store  # the share's store; `key` is the folder's key in it
+    share: ShareFolders  # `key` is the folder's key in it
     key: str
     options: EngineOptions
-    storage_options: dict[str, Any]  # the share's: every store in it is opened with them
     listed_at: float = 0.0
     entries: dict[str, Decided] | None = None
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def url(self, name: str) -> str:
         """The SOURCE of entry `name` as `zarrfs mount` would take it."""
-        return join_url(self.store.root, self.store.fs.protocol, posixpath.join(self.key, name) if self.key else name)
+        return self.share.url(posixpath.join(self.key, name) if self.key else name)
 
 
 @dataclass(eq=False)  # hashable by identity: the open stores are an ordered set of them
@@ -141,7 +144,7 @@ class _StoreMount:
     name: str
     source: _Source
     kind: Kind
-    original: tuple[Store, str, Listed] | None = None  # a store that is a file: its bytes, at SOURCE_FILE
+    original: tuple[ShareFolders, str, Listed] | None = None  # a store that is a file: its bytes, at SOURCE_FILE
     tree: VirtualTree | None = None
     error: ZarrfsError | None = None
     # A catalog's entry may name a share rather than a store: once opened, that folder (see _opened).
@@ -179,21 +182,12 @@ class _StoreMount:
 Node = _Folder | _StoreMount | dict  # a catalog's root: name -> _StoreMount or _Folder
 
 
-def join_url(root: str, protocol: str | tuple[str, ...], key: str) -> str:
-    """The URL of `key` below a store's root, in the spelling fsspec opens (a local path stays a path)."""
-    path = f"{root.rstrip('/')}/{key}" if root else key
-    name = protocol if isinstance(protocol, str) else protocol[0]
-    if name in ("file", "local"):
-        return path
-    return path if "://" in path else f"{name}://{path}"
-
-
 class ShareTree:
     """The tree of a mount of many stores, with the interface of `VirtualTree` the FUSE front uses."""
 
     def __init__(self, root: _Folder | dict[str, _StoreMount | _Folder], options: EngineOptions,
-                 suffixes: tuple[str, ...], display_name: str, local: bool, max_open_stores: int = MAX_OPEN_STORES
-                 ) -> None:
+                 suffixes: tuple[str, ...], display_name: str, local: bool,
+                 max_open_stores: int = DEFAULT_MAX_OPEN_STORES) -> None:
         self.options = options
         self.suffixes = suffixes
         self.display_name = display_name
@@ -211,14 +205,13 @@ class ShareTree:
     # ------------------------------------------------------------ building
 
     @classmethod
-    def of_folder(cls, store: Store, storage_options: dict[str, Any], options: EngineOptions,
-                  suffixes: tuple[str, ...]) -> ShareTree:
-        return cls(_Folder(store, "", options, storage_options), options, suffixes, store.display_name,
-                   store.local_path("") is not None)
+    def of_folder(cls, share: ShareFolders, options: EngineOptions, suffixes: tuple[str, ...],
+                  max_open_stores: int = DEFAULT_MAX_OPEN_STORES) -> ShareTree:
+        return cls(_Folder(share, "", options), options, suffixes, share.display_name, share.local, max_open_stores)
 
     @classmethod
     def of_catalog(cls, entries: list[CatalogEntry], options: EngineOptions, suffixes: tuple[str, ...],
-                   display_name: str) -> ShareTree:
+                   display_name: str, max_open_stores: int = DEFAULT_MAX_OPEN_STORES) -> ShareTree:
         root: dict[str, _StoreMount | _Folder] = {}
         for entry in entries:
             entry_options = options if entry.ref is None else \
@@ -226,7 +219,7 @@ class ShareTree:
             source = _Source(entry.source, entry.storage_options, entry_options)
             root[entry.name] = _StoreMount(entry.name, source, Kind.STORE, may_be_share=True)
         local = all("://" not in entry.source or entry.source.startswith("file://") for entry in entries)
-        return cls(root, options, suffixes, display_name, local)
+        return cls(root, options, suffixes, display_name, local, max_open_stores)
 
     # ------------------------------------------------- the VirtualTree face
 
@@ -369,16 +362,11 @@ class ShareTree:
         with folder.lock:
             if folder.entries is not None and not self._expired(folder):
                 return folder.entries
-            listing = folder.store.list_entries(folder.key)
-            probed = probe_files(folder.store, folder.key, listing)
+            listing = folder.share.listing(folder.key)
+            probed = folder.share.probe(folder.key, listing)
             entries: dict[str, Decided] = {}
             for listed in sorted(listing, key=lambda entry: entry.name):
-                if listed.directory:
-                    kind = Kind.STORE if folder_kind(listed.name, ()) is Kind.STORE else Kind.FOLDER
-                else:
-                    kind = probed.get(listed.name) or (Kind.FILE if needs_probe(listed.name)
-                                                       else file_kind_by_name(listed.name))
-                entries[listed.name] = Decided(listed, kind)
+                entries[listed.name] = Decided(listed, entry_kind(listed, probed))
             folder.entries, folder.listed_at = entries, time.monotonic()
             return entries
 
@@ -386,47 +374,42 @@ class ShareTree:
         """A sub-folder, told a store root or a folder by its own listing (which a folder keeps as its
         entries: deciding costs no request more than showing it)."""
         key = posixpath.join(parent.key, name) if parent.key else name
-        folder = _Folder(parent.store, key, parent.options, parent.storage_options)
+        folder = _Folder(parent.share, key, parent.options)
         try:
-            listing = parent.store.list_entries(key)
+            listing = parent.share.listing(key)
         except StoreError as exc:
-            log.error("%s: cannot list: %s", redact_url(parent.url(name)), exc)
+            log.error("%s: cannot list: %s", shown_url(parent.url(name)), exc)
             return _StoreMount(name, _Source(parent.url(name), {}, parent.options), Kind.FOLDER, error=exc)
         if folder_kind(name, listing) is Kind.STORE:
             return self._store_of(parent, name, Decided(decided.listed, Kind.STORE))
         with folder.lock:
-            probed = probe_files(parent.store, key, listing)
-            folder.entries = {listed.name: Decided(listed, self._kind_of(listed, probed))
+            probed = parent.share.probe(key, listing)
+            folder.entries = {listed.name: Decided(listed, entry_kind(listed, probed))
                               for listed in sorted(listing, key=lambda entry: entry.name)}
             folder.listed_at = time.monotonic()
         return folder
-
-    @staticmethod
-    def _kind_of(listed: Listed, probed: dict[str, Kind]) -> Kind:
-        if listed.directory:
-            return Kind.STORE if folder_kind(listed.name, ()) is Kind.STORE else Kind.FOLDER
-        return probed.get(listed.name) or (Kind.FILE if needs_probe(listed.name) else file_kind_by_name(listed.name))
 
     def _store_of(self, folder: _Folder, name: str, decided: Decided) -> _StoreMount:
         url = folder.url(name)
         if decided.kind is Kind.ZIPPED and not name.lower().endswith(".ozx"):
             url = f"zip::{url}"  # (a .ozx is opened as the zip it is by the store layer itself)
         key = posixpath.join(folder.key, name) if folder.key else name
-        original = (folder.store, key, decided.listed) if not decided.listed.directory else None
-        return _StoreMount(name, _Source(url, dict(folder.storage_options), folder.options), decided.kind, original)
+        original = (folder.share, key, decided.listed) if not decided.listed.directory else None
+        source = _Source(url, dict(folder.share.storage_options), folder.options)
+        return _StoreMount(name, source, decided.kind, original)
 
     def _entry_of(self, folder: _Folder, path: str, decided: Decided) -> Entry:
         listed = decided.listed
         if decided.kind is Kind.FILE:
             return FileEntry(PassThrough(listed.size), None, "", listed.mtime_ns,  # type: ignore[arg-type]
-                             opener=self._plain_opener(folder.store, posixpath.join(folder.key, listed.name)
+                             opener=self._plain_opener(folder.share, posixpath.join(folder.key, listed.name)
                                                        if folder.key else listed.name, listed))
         return DirEntry(posixpath.join(path, listed.name) if path else listed.name)
 
-    def _plain_opener(self, store: Store, key: str, listed: Listed) -> Callable[[], Any]:
+    def _plain_opener(self, share: ShareFolders, key: str, listed: Listed) -> Callable[[], Any]:
         def opener() -> _OpenPlainFile:
             timeout = max(self.options.read_timeout, self.options.store.worst_case_seconds())
-            return _OpenPlainFile(PlainFileReader(store, key, listed.size, listed.mtime_ns, self.shared.cache,
+            return _OpenPlainFile(PlainFileReader(share.store, key, listed.size, listed.mtime_ns, self.shared.cache,
                                                   timeout))
         return opener
 
@@ -453,26 +436,24 @@ class ShareTree:
             folder = self._as_share(mount) if mount.may_be_share else None
             if folder is None:
                 mount.error = exc
-                log.error("%s: cannot be opened: %s", redact_url(source.url), exc)
+                log.error("%s: cannot be opened: %s", shown_url(source.url), exc)
             mount.folder = folder
         except ZarrfsError as exc:
             mount.error = exc
-            log.error("%s: cannot be opened: %s", redact_url(source.url), exc)
+            log.error("%s: cannot be opened: %s", shown_url(source.url), exc)
         except Exception as exc:  # noqa: BLE001 - one store's bug must not break the mount
-            log.exception("%s: cannot be opened", redact_url(source.url))
-            mount.error = StoreError(f"{redact_url(source.url)}: cannot be opened: {type(exc).__name__}: {exc}")
+            log.exception("%s: cannot be opened", shown_url(source.url))
+            mount.error = StoreError(f"{shown_url(source.url)}: cannot be opened: {type(exc).__name__}: {exc}")
 
     @staticmethod
     def _as_share(mount: _StoreMount) -> _Folder | None:
         """A catalog entry's SOURCE as a share, when it is a folder or prefix with something in it."""
         source = mount.source
         try:
-            store = Store.open(source.url, source.storage_options, source.options.store)
-            if not store.list_entries(""):
-                return None
+            share = ShareFolders.open(source.url, source.storage_options, source.options.store)
         except ZarrfsError:
             return None
-        return _Folder(store, "", source.options, source.storage_options)
+        return None if share is None else _Folder(share, "", source.options)
 
     def _note_open(self, mount: _StoreMount) -> None:
         """`mount` is in use: the most recently used open store. Past the bound, the least recently used ones
@@ -496,7 +477,7 @@ class ShareTree:
         if tree is not None:
             summary = tree.close()
             self._stores_closed += 1
-            log.debug("%s: closed (%s)", redact_url(mount.source.url), summary)
+            log.debug("%s: closed (%s)", shown_url(mount.source.url), summary)
 
     def _store_lookup(self, mount: _StoreMount, path: str, rest: str) -> Entry:
         with mount.in_use():
@@ -557,31 +538,31 @@ class ShareTree:
 
     def _source_entry(self, mount: _StoreMount) -> FileEntry:
         assert mount.original is not None
-        store, key, listed = mount.original
+        share, key, listed = mount.original
         return FileEntry(PassThrough(listed.size), None, "", listed.mtime_ns,  # type: ignore[arg-type]
-                         opener=self._plain_opener(store, key, listed))
+                         opener=self._plain_opener(share, key, listed))
 
     def _error_note(self, mount: _StoreMount) -> bytes:
-        return (f"zarrfs could not open {redact_url(mount.source.url)} as a {mount.kind.value}:\n"
-                f"{mount.error}\n\n`zarrfs tree {redact_url(mount.source.url)}` says the same; the daemon's "
+        return (f"zarrfs could not open {shown_url(mount.source.url)} as a {mount.kind.value}:\n"
+                f"{mount.error}\n\n`zarrfs tree {shown_url(mount.source.url)}` says the same; the daemon's "
                 "log (--log-file) has the details. The store is tried again after a remount.\n").encode()
 
 
 def open_mount_tree(source: str, storage_options: dict[str, Any], options: EngineOptions,
-                    suffixes: tuple[str, ...], catalog: str | None = None) -> VirtualTree | ShareTree:
+                    suffixes: tuple[str, ...], catalog: str | None = None,
+                    max_open_stores: int = DEFAULT_MAX_OPEN_STORES) -> VirtualTree | ShareTree:
     """The tree a mount of SOURCE serves: the store's, or, when SOURCE is a folder or prefix that is not
     itself a store, the share's; with a catalog, its entries'. Only the root is read (a catalog: not even
     that); no store below it is opened."""
     if catalog is not None:
-        return ShareTree.of_catalog(read_catalog(catalog), options, suffixes, f"catalog {catalog}")
+        return ShareTree.of_catalog(read_catalog(catalog), options, suffixes, f"catalog {catalog}", max_open_stores)
     try:
         return VirtualTree.of_source(source, storage_options, options, suffixes)
     except NotZarrError as not_zarr:
         try:
-            store = Store.open(source, storage_options, options.store)
-            listing = store.list_entries("")
+            share = ShareFolders.open(source, storage_options, options.store)
         except ZarrfsError:
             raise not_zarr from None
-        if not listing:
+        if share is None:
             raise NotZarrError(f"{not_zarr}; nor is it a folder holding anything to show") from None
-        return ShareTree.of_folder(store, storage_options, options, suffixes)
+        return ShareTree.of_folder(share, options, suffixes, max_open_stores)

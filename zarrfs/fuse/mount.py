@@ -37,7 +37,7 @@ from ..memory import (
     trim_slack,
     tune_process,
 )
-from ..options import READY_TIMEOUT_SECONDS, EngineOptions
+from ..options import DEFAULT_MAX_OPEN_STORES, READY_TIMEOUT_SECONDS, EngineOptions
 from .mountpoints import device, fstype, holders
 from .connections import abort, answers, connection_number, connection_of, waiting
 from .stopper import GRACE_SECONDS, Stopper, detach
@@ -67,6 +67,7 @@ class MountOptions:
     fuse_options: tuple[str, ...] = ()  # extra -o options, 'key' or 'key=value'
     attr_timeout: float = 3600.0
     catalog: str | None = None  # --catalog FILE: its named sources, each a top-level directory
+    max_open_stores: int = DEFAULT_MAX_OPEN_STORES  # a mount of many stores (files/share.py)
 
 
 # ------------------------------------------------------------------ checks
@@ -286,7 +287,7 @@ def serve(options: MountOptions, report: Callable[[str], None] | None = None) ->
 
         # Fails here, before mounting, if SOURCE is neither Zarr nor a folder of anything.
         tree = open_mount_tree(options.source, options.storage_options, options.engine, options.suffixes,
-                               options.catalog)
+                               options.catalog, options.max_open_stores)
         tree.stats_extras["memory"] = memory_figures
     except ZarrfsError as exc:
         report(f"ERROR {exc}")

@@ -31,10 +31,12 @@ import zipfile
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass
+from typing import Any
 
+from ..options import StoreOptions
 from ..stores.icechunk import looks_like_repository
 from ..stores.references import PARQUET_SUFFIXES, SNIFF_BYTES, looks_like_references
-from ..stores.store import Listed, Store
+from ..stores.store import Listed, Store, redact_url
 
 log = logging.getLogger(__name__)
 
@@ -93,6 +95,14 @@ def needs_probe(name: str) -> bool:
 
 def file_kind_by_name(name: str) -> Kind:
     return Kind.ZIPPED if name.lower().endswith(ZIPPED_OME_ZARR_SUFFIX) else Kind.FILE
+
+
+def entry_kind(listed: Listed, probed: dict[str, Kind]) -> Kind:
+    """How an entry of a folder's listing is shown before it is looked into: a sub-folder is a folder (its own
+    listing decides whether it is a store root) unless its name says store; a file as probed or by its name."""
+    if listed.directory:
+        return folder_kind(listed.name, ())
+    return probed.get(listed.name) or (Kind.FILE if needs_probe(listed.name) else file_kind_by_name(listed.name))
 
 
 def probe_file(store: Store, key: str, size: int) -> Kind:
@@ -202,3 +212,47 @@ def describe_store(name: str, listing: Iterable[Listed]) -> str:
     if looks_like_repository(directories, files):
         return "Icechunk repository"
     return "folder"
+
+
+class ShareFolders:
+    """A share's folders, read through its one store: listings, probes, each entry's URL. The layers above
+    see a share only through this (and never a store itself)."""
+
+    def __init__(self, store: Store, storage_options: dict[str, Any]) -> None:
+        self.store = store
+        self.storage_options = storage_options  # the share's: every store in it is opened with them
+
+    @classmethod
+    def open(cls, url: str, storage_options: dict[str, Any], options: StoreOptions) -> ShareFolders | None:
+        """The share at `url`, or None when nothing is listed there (not a folder, or an empty one)."""
+        store = Store.open(url, storage_options, options)
+        return cls(store, storage_options) if store.list_entries("") else None
+
+    @property
+    def display_name(self) -> str:
+        return self.store.display_name
+
+    @property
+    def local(self) -> bool:
+        return self.store.local_path("") is not None
+
+    def listing(self, key: str) -> list[Listed]:
+        return self.store.list_entries(key)
+
+    def probe(self, key: str, listing: list[Listed]) -> dict[str, Kind]:
+        return probe_files(self.store, key, listing)
+
+    def url(self, key: str) -> str:
+        """The SOURCE of `key` as `zarrfs mount` would take it (a local path stays a path)."""
+        root = self.store.root
+        path = f"{root.rstrip('/')}/{key}" if root else key
+        protocol = self.store.fs.protocol
+        name = protocol if isinstance(protocol, str) else protocol[0]
+        if name in ("file", "local") or "://" in path:
+            return path
+        return f"{name}://{path}"
+
+
+def shown_url(url: str) -> str:
+    """A source's URL as logs and notes show it: without credentials."""
+    return redact_url(url)

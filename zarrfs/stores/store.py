@@ -255,8 +255,13 @@ class Store:
         if plain_http:  # fsspec's root for an http(s) URL is the URL itself; its file system waits
             return cls(lambda: url_to_fs(fs_url)[0], fs_url, redact_url(url), options, HttpReader(options.timeout),
                        identity=redact_url(url))
+        kwargs = _merged(backend_defaults(protocol, options), given)
+        if "::" in fs_url and kwargs and protocol not in kwargs:
+            # A chained URL (zip::s3://...): fsspec gives options named by a protocol to that layer, the rest
+            # to the outermost (the archive): the given ones are for the place the bytes come from.
+            kwargs = {protocol: kwargs}
         try:
-            fs, root = url_to_fs(fs_url, **_merged(backend_defaults(protocol, options), given))
+            fs, root = url_to_fs(fs_url, **kwargs)
         except FileNotFoundError as exc:
             raise NotZarrError(f"cannot open {redact_url(url)}: {exc.filename or exc} does not exist "
                                "(check the path or URL)") from exc
