@@ -276,7 +276,7 @@ def test_a_group_past_the_metadata_bound_is_refused_whole_and_said(tmp_path: Pat
     _wide_group(store, 2_000)
     monkeypatch.setenv(HELD_VARIABLE, "16M")  # 2,000 listed children hold about 31 MiB
     with mounted(store, tmp_path / "mnt", tmp_path / "log", "--formats", "raw",
-                 expected_log=[rf"ERROR .*2000 children.*over the 0\.0 GiB bound.*{HELD_VARIABLE}"]) as mount:
+                 expected_log=[rf"ERROR .*2000 children.*over the 16 MiB bound.*{HELD_VARIABLE}"]) as mount:
         with pytest.raises(OSError) as raised:
             os.listdir(mount.root)
         assert raised.value.errno == errno.EFBIG
