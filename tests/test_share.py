@@ -313,3 +313,17 @@ def test_a_catalog_with_mistakes_is_refused_with_what_to_fix(tmp_path: Path) -> 
         assert result.returncode == 1 and said in result.stderr, (text, result.stderr)
     result = run_zarrfs("tree", "--catalog", tmp_path / "catalog.toml", tmp_path)
     assert result.returncode == 2 and "not both" in result.stderr
+
+
+@pytest.mark.mount
+def test_zarrfs_mounted_takes_a_catalog(share: Share, tmp_path: Path) -> None:
+    import zarrfs
+
+    catalog = tmp_path / "catalog.toml"
+    catalog.write_text(f'scan = "{share.root / "lab/project-a/scan.zarr"}"\n'
+                       f'lab = "{share.root / "lab/project-b"}"\n')  # a share, as a catalog's entry
+    with zarrfs.mounted(None, catalog=str(catalog), log_file=str(tmp_path / "log")) as root:
+        assert np.array_equal(np.load(root / "scan/scan.npy"), share.arrays["lab/project-a/scan.zarr/scan.npy"])
+        assert np.array_equal(np.load(root / "lab/archive.zip/archive.npy"),
+                              share.arrays["lab/project-b/archive.zip/archive.npy"])
+        assert (root / "lab/settings.json").read_bytes() == (share.root / "lab/project-b/settings.json").read_bytes()

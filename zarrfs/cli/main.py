@@ -160,7 +160,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
     args = parser.parse_args(argv)
-    _settle_positionals(parser, args)
+    settle_positionals(parser, args)
     args.argv = argv  # a background mount starts its daemon with the same arguments
     args.log_level = getattr(args, "log_level", None) or args.global_log_level or "warning"
     logging.basicConfig(level=args.log_level.upper(), format="zarrfs: %(levelname)s: %(message)s")
@@ -180,7 +180,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     return code
 
 
-def _settle_positionals(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+def settle_positionals(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     """SOURCE or --catalog FILE, one of the two: `zarrfs mount --catalog FILE MOUNTPOINT` has one positional."""
     if args.command not in ("tree", "mount"):
         return
