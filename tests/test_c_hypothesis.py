@@ -69,7 +69,7 @@ def test_c_and_python_serve_the_same_bytes(tmp_path_factory, grid, plan, seed) -
     engine = Engine.open(str(path), options=EngineOptions(cache_bytes=64 << 20))
     try:
         handle = VirtualTree(engine, root_name="a").open("/a.npy")
-        served = handle.file.c_layout
+        served = handle.region.c_layout
         assert served is not None
         token, header, region, itemsize, c_shape, c_edges, swap = served
         assert (c_shape, c_edges, region, swap) == (shape, edges, truth.nbytes, 0)
@@ -117,8 +117,8 @@ def test_c_serves_each_region_of_a_file_the_second_byte_swapped(tmp_path_factory
     engine = Engine.open(str(path), options=EngineOptions(cache_bytes=64 << 20))
     try:
         handle = VirtualTree(engine, root_name="a").open("/a.npy")
-        assert handle.file is not None and handle.file.c_layout is not None
-        token, header, n, _, c_shape, c_edges, _ = handle.file.c_layout
+        assert handle.region is not None and handle.region.c_layout is not None
+        token, header, n, _, c_shape, c_edges, _ = handle.region.c_layout
         whole = np.empty(handle.size, np.uint8)
         handle.read_into(0, whole)  # every chunk cached
         swap = itemsize if itemsize > 1 else 0

@@ -398,7 +398,7 @@ def test_reads_of_one_open_file_update_its_stream_one_at_a_time(tmp_path: Path) 
     engine = Engine.open(str(path), options=EngineOptions(cache_bytes=64 << 20))
     try:
         handle = VirtualTree(engine, root_name="a").open("/a.raw")
-        reader, stream = handle.file.reader, handle.file.stream
+        reader, stream = handle.region.reader, handle.region.stream
         inside: list[int] = []
         overlaps: list[int] = []
         claims: list[int] = []

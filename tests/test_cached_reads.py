@@ -21,7 +21,8 @@ from zarr.codecs import BytesCodec, ZstdCodec
 from zarrfs.engine.engine import Engine
 from zarrfs.engine.served import MAX_RAW_FILES, SEQUENTIAL_REACH, continues_stream
 from zarrfs.options import EngineOptions
-from zarrfs.files.tree import Handle, VirtualTree
+from zarrfs.files.layout_files import OpenLayoutFile
+from zarrfs.files.tree import VirtualTree
 
 SHAPE = (6, 300, 1000)  # 7.2 MB: random reads are mostly over SEQUENTIAL_REACH apart
 CHUNKS = (2, 64, 96)  # partial edge chunks on the last two axes
@@ -45,7 +46,7 @@ def stored(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, np.ndarray]:
     return path, truth
 
 
-def open_npy(engine: Engine) -> tuple[Handle, bytes]:
+def open_npy(engine: Engine) -> tuple[OpenLayoutFile, bytes]:
     """The array's .npy, registered with the C path as the FUSE front does, read whole by Python
     (which caches every chunk); and its bytes."""
     tree = VirtualTree(engine, root_name="a")
@@ -269,7 +270,7 @@ def test_a_chunk_c_read_from_gets_a_second_chance(stored: tuple[Path, np.ndarray
     try:
         handle = VirtualTree(engine, root_name="a").open("/a.npy")
         assert handle.attach(FH)
-        reader = handle.file.reader
+        reader = handle.region.reader
         header = len(handle.layout.header)
 
         def element(z: int, y: int, x: int) -> int:
@@ -307,7 +308,7 @@ def test_c_answers_reads_of_a_tiled_tiffs_head_and_leaves_its_tiles_to_python(st
     try:
         handle = VirtualTree(engine, root_name="a").open("/a.tiled.tif")
         table = engine.cache.served.table
-        head = handle.layout.layout.head
+        head = handle.layout.head
         whole = np.empty(handle.size, np.uint8)
         assert handle.read_into(0, whole) == handle.size
         assert 0 < len(head) and whole[:len(head)].tobytes() == head
@@ -472,7 +473,7 @@ def test_uncompressed_local_chunks_are_read_from_their_files_in_c(tmp_path: Path
         chunk_file = store / ("c/19/5" if zarr_format == 3 else "19.5")
         os.truncate(chunk_file, 100)  # cut short under the mount: C's read comes short, Python decides
         assert serve(engine, start, 40) is None
-        engine.cache.served.forget_array(handle.file.reader._key_prefix, handle.file.reader._token)
+        engine.cache.served.forget_array(handle.region.reader._key_prefix, handle.region.reader._token)
         assert table.counters()["chunks"] == 0
     finally:
         engine.close()

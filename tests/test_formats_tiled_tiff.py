@@ -41,13 +41,13 @@ def _file_bytes(store: Path, name: str) -> tuple[FileEntry, bytes]:
     try:
         entry = VirtualTree(engine).lookup(name)
         assert isinstance(entry, FileEntry)
-        out = np.empty(entry.layout.size, np.uint8)
-        assert entry.layout.read_into(0, out, None) == entry.layout.size
+        out = np.empty(entry.file.size, np.uint8)
+        assert entry.file.open().read_into(0, out) == entry.file.size
         rng = np.random.default_rng(0)
         for _ in range(20):  # partial reads, starting and ending anywhere, equal the whole file
             start = int(rng.integers(0, len(out)))
             part = np.empty(int(rng.integers(1, 70000)), np.uint8)
-            n = entry.layout.read_into(start, part, None)
+            n = entry.file.open().read_into(start, part)
             assert part[:n].tobytes() == out[start:start + n].tobytes()
         return entry, out.tobytes()
     finally:
@@ -171,7 +171,7 @@ def test_each_tile_of_a_band_is_one_chunk_of_its_plane(tmp_path: Path, monkeypat
             row, column = divmod(k, 5)
             lookups.clear()
             out = np.empty(count, np.uint8)
-            assert entry.layout.read_into(offset, out, None) == count
+            assert entry.file.open().read_into(offset, out) == count
             assert lookups == [[(plane // 2, row, column)]]
             np.testing.assert_array_equal(out.view("<u2").reshape(32, 16),
                                           data[plane, row * 32:(row + 1) * 32, column * 16:(column + 1) * 16])
@@ -199,8 +199,8 @@ def test_bands_up_to_the_tiff_limit_then_pages(tmp_path: Path, monkeypatch: pyte
     try:
         entry = VirtualTree(engine).lookup("array.tiled.tif")
         assert isinstance(entry, FileEntry)
-        head = np.empty(entry.layout.size - 65535 * 16 * 32, np.uint8)  # header and IFD: the tiles come last
-        entry.layout.read_into(0, head, None)
+        head = np.empty(entry.file.size - 65535 * 16 * 32, np.uint8)  # header and IFD: the tiles come last
+        entry.file.open().read_into(0, head)
         with tifffile.TiffFile(io.BytesIO(head.tobytes())) as tif:
             assert len(tif.pages) == 1 and tif.pages[0].samplesperpixel == 65535
     finally:
@@ -399,8 +399,8 @@ def test_past_4_gib_the_file_is_a_bigtiff(shape: tuple[int, ...], chunks: tuple[
         entry = VirtualTree(engine).lookup("array.tiled.tif")
         assert isinstance(entry, FileEntry)
         head = np.empty(1 << 16, np.uint8)
-        entry.layout.read_into(0, head, None)
-        assert head[:4].tobytes() == b"II+\0" and entry.layout.size > np.prod(shape) * 4
+        entry.file.open().read_into(0, head)
+        assert head[:4].tobytes() == b"II+\0" and entry.file.size > np.prod(shape) * 4
         with tifffile.TiffFile(io.BytesIO(head.tobytes())) as tif:
             page = tif.pages[0]
             assert tif.is_bigtiff and page.shape == shape and page.samplesperpixel == np.prod(shape[:-2])

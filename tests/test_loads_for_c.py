@@ -1,5 +1,5 @@
 """A read the C path misses crosses into Python once (fuse/_fast_read.c -> `load_for_c` -> the
-engine's `OpenFile.load_for_c`), which tracks it and loads its chunks, and C then copies it
+`files.array_region.ArrayRegion.load_for_c`), which tracks it and loads its chunks, and C then copies it
 (`serve_loaded`): every byte right, against numpy, whether the chunks stay, leave meanwhile or
 were never written."""
 
@@ -22,7 +22,8 @@ from mountutil import mounted
 
 from zarrfs.engine.engine import Engine
 from zarrfs.options import EngineOptions
-from zarrfs.files.tree import Handle, VirtualTree
+from zarrfs.files.layout_files import OpenLayoutFile
+from zarrfs.files.tree import VirtualTree
 
 SHAPE = (768, 2048)  # float32, 6 MiB: four times the cache of the tests that evict
 CHUNKS = (64, 256)
@@ -44,7 +45,7 @@ def stored(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, np.ndarray]:
 
 
 @contextmanager
-def _attached(path: Path, cache_mib: int) -> Iterator[tuple[Engine, Handle]]:
+def _attached(path: Path, cache_mib: int) -> Iterator[tuple[Engine, OpenLayoutFile]]:
     """An engine over the store and its `.raw` opened and attached to C as file FH."""
     engine = Engine.open(str(path), options=EngineOptions(cache_bytes=cache_mib << 20))
     try:
@@ -55,7 +56,7 @@ def _attached(path: Path, cache_mib: int) -> Iterator[tuple[Engine, Handle]]:
         engine.close()
 
 
-def _front_read(engine: Engine, handle: Handle, offset: int, size: int, calls: list[int]) -> bytes:
+def _front_read(engine: Engine, handle: OpenLayoutFile, offset: int, size: int, calls: list[int]) -> bytes:
     """One read of the `.raw` as fuse/_fast_read.c does it: C, then on a miss the loader once and C
     again, then the loader writing the bytes if a chunk is still missing."""
     table = engine.cache.served.table

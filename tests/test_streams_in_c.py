@@ -21,7 +21,8 @@ from zarr.codecs import ZstdCodec
 from zarrfs.engine.engine import Engine
 from zarrfs.engine.readahead import Readahead, ReadStream
 from zarrfs.options import EngineOptions
-from zarrfs.files.tree import Handle, VirtualTree
+from zarrfs.files.layout_files import OpenLayoutFile
+from zarrfs.files.tree import VirtualTree
 
 FH = 5
 SHAPE = (1024, 16384)  # float32: 64 MiB, twice the cache below
@@ -53,7 +54,7 @@ def written(tmp_path_factory: pytest.TempPathFactory) -> Callable[[tuple[int, in
     return get
 
 
-def _front_read(engine: Engine, handle: Handle, offset: int, out: np.ndarray) -> bool:
+def _front_read(engine: Engine, handle: OpenLayoutFile, offset: int, out: np.ndarray) -> bool:
     """One read as the FUSE front does it: C first, Python for what C leaves; True if C answered."""
     got = engine.cache.served.table.serve_into(FH, out, offset)
     if got >= 0:
@@ -88,7 +89,7 @@ def test_a_stream_is_answered_in_c_between_readahead_steps(written: Callable, ch
         handle = VirtualTree(engine, root_name="a").open("/a.raw")
         assert handle.attach(FH)
         table = engine.cache.served.table
-        readahead = handle.file.reader.readahead
+        readahead = handle.region.reader.readahead
         if shards:
             assert readahead.step > 0
         got = bytearray()
@@ -98,7 +99,7 @@ def test_a_stream_is_answered_in_c_between_readahead_steps(written: Callable, ch
             if _front_read(engine, handle, offset, out):
                 in_c += 1
             else:
-                _nothing_to_do_until(readahead, handle.file.stream, size)
+                _nothing_to_do_until(readahead, handle.region.stream, size)
             got += out.tobytes()
         assert bytes(got) == expected
         reads = -(-len(expected) // size)
@@ -129,10 +130,10 @@ def test_c_answers_a_stream_only_within_its_stretch(written: Callable) -> None:
         out = np.empty(size, np.uint8)
         offset = 0
         _front_read(engine, handle, offset, out)
-        while handle.file.stream.c_until < offset + 3 * size:  # until readahead settled and allowed C a stretch
+        while handle.region.stream.c_until < offset + 3 * size:  # until readahead settled and allowed C a stretch
             offset += size
             _front_read(engine, handle, offset, out)
-        stretch_end = handle.file.stream.c_until
+        stretch_end = handle.region.stream.c_until
         assert offset + size <= stretch_end < len(expected) - size
         while offset + 2 * size <= stretch_end:
             offset += size

@@ -195,10 +195,10 @@ def test_listing_reads_no_chunk_and_stat_finds_the_width(tmp_path: Path) -> None
         listed = engine.store.stats.as_dict()["requests"]
         entry = tree.lookup("/words.npy")
         assert engine.store.stats.as_dict()["requests"] == listed  # looking up the name reads nothing either
-        size = entry.layout.size  # the first stat scans the 3 chunks
+        size = entry.file.size  # the first stat scans the 3 chunks
         assert engine.store.stats.as_dict()["requests"] - listed == 3, (before, listed)
         assert size == 128 + 6 * 4 * len("word5" * 6)
-        assert tree.lookup("/words.npy").layout.size == size  # found once
+        assert tree.lookup("/words.npy").file.size == size  # found once
         assert engine.store.stats.as_dict()["requests"] - listed == 3
     finally:
         engine.close()
@@ -252,11 +252,11 @@ def test_array_over_the_size_bound_is_efbig_at_stat(tmp_path: Path, monkeypatch:
         requests = []
         for _ in range(2):
             with pytest.raises(TooLargeError) as caught:
-                _ = tree.lookup("/words.npy").layout.size
+                _ = tree.lookup("/words.npy").file.size
             assert caught.value.errno == errno.EFBIG and VLEN_SIZE_VARIABLE in str(caught.value)
             requests.append(engine.store.stats.as_dict()["requests"])
         assert requests[0] == requests[1]  # the refusal is remembered: no second scan
-        assert tree.lookup("/numbers.npy").layout.size == 128 + 12
+        assert tree.lookup("/numbers.npy").file.size == 128 + 12
     finally:
         engine.close()
     with mounted(store, tmp_path / "mnt", tmp_path / "log", expected_log=[rf"ERROR .*{VLEN_SIZE_VARIABLE}"]) as mount:
@@ -273,9 +273,9 @@ def test_json_lists_values_only_under_its_bound(tmp_path: Path, monkeypatch: pyt
     monkeypatch.setenv(VLEN_JSON_VARIABLE, "700")  # 720 bytes at <U30
     engine = Engine.open(str(vlen_store(tmp_path)))
     try:
-        layout = VirtualTree(engine).lookup("/words.json").layout
-        out = np.empty(layout.size, np.uint8)
-        layout.read_into(0, out, None)
+        opened = VirtualTree(engine).lookup("/words.json").file.open()
+        out = np.empty(opened.size, np.uint8)
+        opened.read_into(0, out)
         document = json.loads(out.tobytes())
         assert document["values"] is None and VLEN_JSON_VARIABLE in document["values_omitted"]
         assert document["width"] == 30 and document["shape"] == [6] and document["vlen"] == "str"
@@ -319,7 +319,7 @@ def test_element_of_the_wrong_type_is_a_chunk_error(tmp_path: Path) -> None:
     engine = Engine.open(str(store / "js"))
     try:
         with pytest.raises(ChunkError, match=r"array /: chunk '0': element 5 is int, not str"):
-            _ = VirtualTree(engine).lookup("/array.npy").layout.size
+            _ = VirtualTree(engine).lookup("/array.npy").file.size
     finally:
         engine.close()
 

@@ -17,7 +17,6 @@ from .cache import ChunkCache
 from .chunks import make_source
 from .direct import ChunkFiles
 from .fetches import RangeFetches
-from .open_file import OpenFile
 from .reader import ArrayReader
 from .vlen import VlenArrays
 
@@ -94,11 +93,6 @@ class Engine:
                 return found
             self._readers[path] = reader
             return reader
-
-    def open_file(self, path: str, region: tuple[int, int] | None) -> OpenFile:
-        """An open file of array `path` (engine/open_file.py); `region` (offset, size) when the
-        file's element region is exactly the array's C-order bytes."""
-        return OpenFile(self.reader(path), region)
 
     def fast_read_entry(self) -> Any:
         """The C function answering reads of attached open files from cached chunks, as a capsule

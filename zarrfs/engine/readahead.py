@@ -88,7 +88,7 @@ class ReadStream:
     band_index: int = -1  # while sequential: the band its last read began in (less the slack)
     # Where the C path answers reads of cached chunks (engine/_cached_reads.c): how far this
     # stream's reads may be answered there without coming here (`Readahead.c_stretch`), and the
-    # open file's number in C's table (engine/open_file.py; None: every read comes here) with the
+    # open file's number in C's table (files/array_region.py; None: every read comes here) with the
     # begin of the file's element region this stream reads (a NetCDF file has one per variable).
     c_until: int = 0
     c_handle: int | None = None

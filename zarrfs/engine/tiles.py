@@ -9,13 +9,9 @@ scratch memory, and only when it starts or ends inside a tile row.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Protocol
-
 import numpy as np
 
 from ..model.tiling import TileGrid, read_unit_shape
-from .engine import Engine
 from .reader import ArrayReader, Target
 
 
@@ -92,39 +88,3 @@ def _tile_blocks(reader: ArrayReader, grid: TileGrid, index: int, first_row: int
             destination = rows[(*lead_axes, slice(ya - y0, yb - y0), slice(xa - x0, xb - x0))]
             blocks.append(((*lead_coords, unit_row, unit_column), src, destination))
     return y1 - y0, x1 - x0
-
-
-class TileRegions(Protocol):
-    """What `TiledFile` needs of a pure tiled layout (`formats.tiled_tiff.TiledLayout`)."""
-
-    size: int
-    grids: tuple[TileGrid, ...]
-    sample: np.dtype
-    head: bytes  # the file's first bytes, its IFDs (formats/tiff_head.py)
-
-    def read_into(self, offset: int, out: np.ndarray, read_tiles: Any) -> int: ...
-
-
-@dataclass(frozen=True)
-class TiledFile:
-    """A tiled layout bound to the arrays of its levels (`paths[i]` serves `layout.grids[i]`).
-
-    It stands where a `Layout` stands in a `files.tree.FileEntry`; the C-order
-    reader the FUSE layer hands to `read_into` is not used, since tiles are
-    not C order and overview levels are other arrays.
-    """
-
-    layout: TileRegions
-    engine: Engine
-    paths: tuple[str, ...]
-
-    @property
-    def size(self) -> int:
-        return self.layout.size
-
-    def read_into(self, offset: int, out: np.ndarray, read_region: Any = None) -> int:
-        return self.layout.read_into(offset, out, self._read_tiles)
-
-    def _read_tiles(self, level: int, start: int, stop: int, target: np.ndarray) -> None:
-        read_tile_bytes(self.engine.reader(self.paths[level]), self.layout.grids[level], self.layout.sample,
-                        start, stop, target)

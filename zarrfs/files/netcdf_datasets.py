@@ -12,19 +12,18 @@ from __future__ import annotations
 
 import bisect
 import logging
-from dataclasses import dataclass
-
 import numpy as np
 
 from ..conventions.image import images_of_group
 from ..engine.engine import Engine
-from ..engine.open_file import OpenFile
 from ..engine.readahead import ReadStream
 from ..engine.reader import ArrayReader
 from ..errors import ZarrfsError
 from ..formats.netcdf import CDF5_SUFFIX, NC_SUFFIX, NetcdfLayout, is_dataset_group, netcdf_plan
 from ..hierarchy import Hierarchy
 from ..model.meta import ArrayMeta, GroupMeta
+from .array_region import ArrayRegion
+from .contract import OpenedFile, VirtualFile
 
 log = logging.getLogger(__name__)
 
@@ -36,31 +35,27 @@ class StaleFileError(ZarrfsError):
     """A variable's array changed its type or shape since the file was listed (EIO: reopen it)."""
 
 
-@dataclass(frozen=True)
-class NetcdfFile:
-    """A NetCDF layout bound to the engine: `paths[i]` is the array of `layout.variables[i]`.
+class NetcdfFile(VirtualFile):
+    """A NetCDF layout bound to the engine: the array of `layout.variables[i]` serves its block.
 
-    It stands where a `Layout` stands in a `files.tree.FileEntry`; each open gets
-    its own read streams (`opened`), one per variable, so a tool reading a
-    variable from its start gets readahead as it would on `N.raw`.
+    Each open gets its own read streams, one per variable, so a tool reading
+    a variable from its start gets readahead as it would on `N.raw`.
     """
 
-    layout: NetcdfLayout
-    engine: Engine
+    def __init__(self, layout: NetcdfLayout, engine: Engine) -> None:
+        self.layout, self.engine = layout, engine
 
     @property
     def size(self) -> int:
         return self.layout.size
 
-    def opened(self) -> OpenNetcdf:
+    def open(self) -> OpenNetcdf:
         return OpenNetcdf(self)
 
-    def read_into(self, offset: int, out: np.ndarray, read_region: object = None) -> int:
-        return self.opened().read_into(offset, out)
 
-
-class OpenNetcdf:
-    """One open NetCDF file: a read stream per variable.
+class OpenNetcdf(OpenedFile):
+    """One open NetCDF file: a read stream per variable; page-cached like any file (scipy maps it
+    into memory, which direct_io forbids).
 
     C answers reads that lie within one variable whose block is its array's
     bytes (`copy`) or those bytes byte-swapped (`swap`, the usual little-endian
@@ -72,23 +67,23 @@ class OpenNetcdf:
     def __init__(self, file: NetcdfFile) -> None:
         self.file = file
         self._streams = [ReadStream() for _ in file.layout.variables]
-        self._in_c: list[OpenFile] = []  # the variables C answers, in file order
+        self._in_c: list[ArrayRegion] = []  # the variables C answers, in file order
         self._begins: list[int] = []  # their blocks' begins
 
     @property
     def size(self) -> int:
         return self.file.size
 
-    def read_into(self, offset: int, out: np.ndarray, read_region: object = None) -> int:
+    def read_into(self, offset: int, out: np.ndarray) -> int:
         return self.file.layout.read_into(offset, out, self._read_array)
 
     def attach(self, handle: int) -> bool:
-        """Give C the variables it can answer (`files.tree.Handle.attach`); whether it took any."""
-        attached: list[tuple[int, OpenFile]] = []
+        """Give C the variables it can answer; whether it took any."""
+        attached: list[tuple[int, ArrayRegion]] = []
         for index, variable in enumerate(self.file.layout.variables):
             if variable.conversion not in C_CONVERSIONS or not variable.nbytes:
                 continue
-            opened = OpenFile(self._reader(index), (variable.begin, variable.nbytes),
+            opened = ArrayRegion(self._reader(index), (variable.begin, variable.nbytes),
                               swap=variable.conversion == "swap", stream=self._streams[index])
             if opened.attach(handle):
                 attached.append((variable.begin, opened))
@@ -98,7 +93,7 @@ class OpenNetcdf:
         return bool(attached)
 
     def load_for_c(self, offset: int, out: np.ndarray, write: bool) -> int | None:
-        """A read C missed, within one variable it answers (`OpenFile.load_for_c`)."""
+        """A read C missed, within one variable it answers (`ArrayRegion.load_for_c`)."""
         found = bisect.bisect_right(self._begins, offset) - 1
         assert found >= 0, f"C missed a read at {offset}, before every variable it answers"
         return self._in_c[found].load_for_c(offset, out, write)

@@ -38,15 +38,15 @@ from ..conventions.plate import plate_block, plate_of_group
 from ..conventions.pyramid import overview_levels
 from ..conventions.semantics import Semantics
 from ..engine.engine import Engine
-from ..engine.tiles import TiledFile
 from ..errors import NotFoundError, ZarrfsError
 from ..formats import OME_TIFF_SUFFIX
-from ..formats.base import DeferredLayout
 from ..formats.ome_metadata import merged_ome_xml
 from ..formats.ome_tiff import MAX_PLANES, ImageLevels, ome_tiff_layout, safe_file_stem, storable
 from ..formats.tiled_tiff import MAX_TILES
 from ..formats.ome_xml import OmePlate
 from ..model.meta import ArrayMeta, GroupMeta
+from .contract import DeferredFile
+from .tiled import TiledFile
 
 log = logging.getLogger(__name__)
 
@@ -54,7 +54,7 @@ SemanticsOf = Callable[[ArrayMeta], Semantics]
 
 
 def ome_tiff_files(engine: Engine, group: GroupMeta, directory_name: str,
-                   semantics_of: SemanticsOf) -> dict[str, DeferredLayout]:
+                   semantics_of: SemanticsOf) -> dict[str, DeferredFile]:
     """File name -> OME-TIFF of each multiscale image, and of the plate, the group declares.
 
     Names come from the group's metadata alone; each file is built the first
@@ -62,7 +62,7 @@ def ome_tiff_files(engine: Engine, group: GroupMeta, directory_name: str,
     field and level (thousands of nodes on a remote store): listing the
     plate's directory, and so mounting a plate, must not wait for them.
     """
-    files: dict[str, DeferredLayout] = {}
+    files: dict[str, DeferredFile] = {}
     for number, image in enumerate(images_of_group(group)):
         stem = safe_file_stem(image.name) or directory_name
         name = f"{_without_ome(stem)}{f'-{number}' if number else ''}{OME_TIFF_SUFFIX}"
@@ -81,7 +81,7 @@ def _without_ome(stem: str) -> str:
     return stem[:-len(".ome")] if stem.lower().endswith(".ome") and len(stem) > len(".ome") else stem
 
 
-def _deferred(name: str, group: GroupMeta, build: Callable[[], TiledFile | None]) -> DeferredLayout:
+def _deferred(name: str, group: GroupMeta, build: Callable[[], TiledFile | None]) -> DeferredFile:
     """`build` run when the file is first needed. A file its metadata cannot make (no level array a TIFF
     can hold, a plate without a well that resolves) is then ENOENT, logged once and not built again; a
     store error (a stalled node) is raised to that caller, and the next one tries again."""
@@ -103,7 +103,7 @@ def _deferred(name: str, group: GroupMeta, build: Callable[[], TiledFile | None]
             raise refused[0]
         return served
 
-    return DeferredLayout(build_once)  # type: ignore[arg-type]  # a TiledFile stands where a Layout stands
+    return DeferredFile(build_once)
 
 
 def _image_levels(engine: Engine, image: OmeImage, semantics_of: SemanticsOf) -> ImageLevels | None:
@@ -161,7 +161,7 @@ class CollectionFile:
     def __init__(self, engine: Engine, group: GroupMeta, directory_name: str, semantics_of: SemanticsOf,
                  with_file: bool) -> None:
         self.name = f"{directory_name.removesuffix('.ome') or directory_name}{OME_TIFF_SUFFIX}"
-        self.layout = _deferred(self.name, group, self._build)
+        self.file = _deferred(self.name, group, self._build)
         self._engine, self._group, self._semantics_of, self._with_file = engine, group, semantics_of, with_file
         self._lock = threading.Lock()
         self._collection: Collection | None = None
@@ -173,7 +173,7 @@ class CollectionFile:
         collection = self._read()
         if self._with_file and collection.series:
             try:
-                self.layout.size  # builds the file: what it leaves out is part of the report
+                self.file.size  # builds the file: what it leaves out is part of the report
             except ZarrfsError:
                 pass  # a file refused is in the report; a store error is the file's to raise
         problems = [*collection.problems, *self._left_out]

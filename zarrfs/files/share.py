@@ -43,7 +43,6 @@ from ..engine.engine import SharedParts
 from ..engine.plain_files import PlainFileReader
 from ..errors import IsDirectoryError, NotFoundError, NotZarrError, StoreError, ZarrfsError
 from ..formats import json_document
-from ..formats.base import Layout
 from ..hierarchy.folders import (
     Decided,
     Kind,
@@ -55,7 +54,9 @@ from ..hierarchy.folders import (
 )
 from ..options import DEFAULT_MAX_OPEN_STORES, EngineOptions
 from .catalog import CatalogEntry, read_catalog
-from .tree import STATS_FILE, DirEntry, Entry, FileEntry, Handle, StatsEntry, VirtualTree
+from .contract import OpenBytes, OpenedFile, VirtualFile
+from .layout_files import LayoutFile
+from .tree import STATS_FILE, DirEntry, Entry, FileEntry, StatsEntry, VirtualTree
 
 log = logging.getLogger(__name__)
 
@@ -65,18 +66,24 @@ ERROR_NOTE = "ZARRFS-ERROR.txt"
 SOURCE_FILE = ".zarrfs-source"
 
 
-@dataclass(frozen=True)
-class PassThrough:
-    """An ordinary file of the share as the FUSE front sizes it."""
+class PlainFile(VirtualFile):
+    """An ordinary file of the share, itself byte for byte."""
 
-    size: int
+    def __init__(self, open_reader: Callable[[], PlainFileReader], size: int) -> None:
+        self._open_reader = open_reader
+        self._size = size
+
+    @property
+    def size(self) -> int:
+        return self._size
+
+    def open(self) -> OpenedFile:
+        return _OpenPlainFile(self._open_reader())
 
 
-class _OpenPlainFile:
-    """An open ordinary file, as the FUSE front reads it (the shape of `files.tree.Handle`)."""
-
-    direct_io = False
-    c_file = None
+class _OpenPlainFile(OpenedFile):
+    """An open ordinary file: read in Python (a local file with preadv, a remote one by blocks); C is
+    granted nothing."""
 
     def __init__(self, reader: PlainFileReader) -> None:
         self._reader = reader
@@ -88,26 +95,34 @@ class _OpenPlainFile:
     def read_into(self, offset: int, out: np.ndarray) -> int:
         return self._reader.read_into(offset, out)
 
-    def attach(self, number: int) -> bool:
-        return False  # read in Python: a local file with preadv, a remote one by blocks
-
     def close(self) -> None:
         self._reader.close()
 
 
-class _StoreHandle:
+class _StoreFile(OpenedFile):
     """A store's open file, counted so that the store is never closed under it."""
 
-    def __init__(self, handle: Handle, mount: _StoreMount) -> None:
-        self._handle = handle
+    def __init__(self, opened: OpenedFile, mount: _StoreMount) -> None:
+        self._opened = opened
         self._mount = mount
+        self.direct_io = opened.direct_io
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._handle, name)
+    @property
+    def size(self) -> int:
+        return self._opened.size
+
+    def read_into(self, offset: int, out: np.ndarray) -> int:
+        return self._opened.read_into(offset, out)
+
+    def attach(self, number: int) -> bool:
+        return self._opened.attach(number)
+
+    def load_for_c(self, offset: int, out: np.ndarray, write: bool) -> int | None:
+        return self._opened.load_for_c(offset, out, write)
 
     def close(self) -> None:
         try:
-            self._handle.close()
+            self._opened.close()
         finally:
             self._mount.file_closed()
 
@@ -271,16 +286,16 @@ class ShareTree:
             entries.setdefault(STATS_FILE, StatsEntry())
         return entries
 
-    def open(self, path: str) -> Any:
-        """The file at `path`, opened for reading (a `Handle`, or what reads like one)."""
+    def open(self, path: str) -> OpenedFile:
+        """The file at `path`, opened for reading."""
         path = path.strip("/")
         node, rest = self._resolve(path)
         if isinstance(node, StatsEntry):
-            return Handle(Layout(json_document(self.stats()), 0), None, direct_io=True)
+            return OpenBytes(json_document(self.stats()), direct_io=True)
         if isinstance(node, _StoreMount):
             return self._store_open(node, path, rest)
-        if isinstance(node, FileEntry) and node.opener is not None:
-            return node.opener()
+        if isinstance(node, FileEntry):
+            return node.file.open()
         raise IsDirectoryError(f"/{path} is a directory")
 
     def stats(self) -> dict[str, Any]:
@@ -401,17 +416,15 @@ class ShareTree:
     def _entry_of(self, folder: _Folder, path: str, decided: Decided) -> Entry:
         listed = decided.listed
         if decided.kind is Kind.FILE:
-            return FileEntry(PassThrough(listed.size), None, "", listed.mtime_ns,  # type: ignore[arg-type]
-                             opener=self._plain_opener(folder.share, posixpath.join(folder.key, listed.name)
-                                                       if folder.key else listed.name, listed))
+            key = posixpath.join(folder.key, listed.name) if folder.key else listed.name
+            return FileEntry(self._plain_file(folder.share, key, listed), "", listed.mtime_ns)
         return DirEntry(posixpath.join(path, listed.name) if path else listed.name)
 
-    def _plain_opener(self, share: ShareFolders, key: str, listed: Listed) -> Callable[[], Any]:
-        def opener() -> _OpenPlainFile:
+    def _plain_file(self, share: ShareFolders, key: str, listed: Listed) -> PlainFile:
+        def open_reader() -> PlainFileReader:
             timeout = max(self.options.read_timeout, self.options.store.worst_case_seconds())
-            return _OpenPlainFile(PlainFileReader(share.store, key, listed.size, listed.mtime_ns, self.shared.cache,
-                                                  timeout))
-        return opener
+            return PlainFileReader(share.store, key, listed.size, listed.mtime_ns, self.shared.cache, timeout)
+        return PlainFile(open_reader, listed.size)
 
     # ------------------------------------------------------------- stores
 
@@ -492,7 +505,7 @@ class ShareTree:
         tree = self._opened(mount)
         if tree is None:
             if rest == ERROR_NOTE:
-                return FileEntry(Layout(self._error_note(mount), 0))
+                return FileEntry(LayoutFile.document(self._error_note(mount)))
             raise NotFoundError(f"/{path}: no such file (the store could not be opened: see {ERROR_NOTE})")
         entry = tree.lookup(rest)
         return DirEntry(path) if isinstance(entry, DirEntry) else entry
@@ -505,7 +518,7 @@ class ShareTree:
         tree = self._opened(mount)
         entries: dict[str, Entry]
         if tree is None:
-            entries = {ERROR_NOTE: FileEntry(Layout(self._error_note(mount), 0))}
+            entries = {ERROR_NOTE: FileEntry(LayoutFile.document(self._error_note(mount)))}
         else:
             inner = tree.lookup(rest)
             if not isinstance(inner, DirEntry):
@@ -517,30 +530,27 @@ class ShareTree:
             entries.setdefault(source_file, self._source_entry(mount))
         return entries
 
-    def _store_open(self, mount: _StoreMount, path: str, rest: str) -> Any:
+    def _store_open(self, mount: _StoreMount, path: str, rest: str) -> OpenedFile:
         mount.file_opened()  # before the lookup: the store stays open from here to the file's close
         try:
             entry = self._store_lookup_in_use(mount, path, rest)
-            if isinstance(entry, FileEntry) and entry.opener is not None:
-                opened = entry.opener()
-                mount.file_closed()  # the store's own bytes: read from the share, not through the store
-                return opened
             if isinstance(entry, DirEntry):
                 raise IsDirectoryError(f"/{path} is a directory")
             tree = mount.tree
-            if tree is None:  # its error note
-                mount.file_closed()
-                return Handle(Layout(self._error_note(mount), 0), None)
-            return _StoreHandle(tree.open(rest), mount)
+            if tree is not None and rest != mount.source_file_name:
+                return _StoreFile(tree.open(rest), mount)
+            assert isinstance(entry, FileEntry)  # the error note, or the store's own bytes: not through the store
+            opened = entry.file.open()
         except BaseException:
             mount.file_closed()
             raise
+        mount.file_closed()
+        return opened
 
     def _source_entry(self, mount: _StoreMount) -> FileEntry:
         assert mount.original is not None
         share, key, listed = mount.original
-        return FileEntry(PassThrough(listed.size), None, "", listed.mtime_ns,  # type: ignore[arg-type]
-                         opener=self._plain_opener(share, key, listed))
+        return FileEntry(self._plain_file(share, key, listed), "", listed.mtime_ns)
 
     def _error_note(self, mount: _StoreMount) -> bytes:
         return (f"zarrfs could not open {shown_url(mount.source.url)} as a {mount.kind.value}:\n"

@@ -23,25 +23,23 @@ import re
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
-
-import numpy as np
+from typing import Any
 
 from ..conventions.bioformats2raw import METADATA_FILE, collection_metadata
 from ..conventions.resolve import SemanticsIndex
 from ..conventions.semantics import Semantics
 from ..engine.engine import Engine, SharedParts
-from ..engine.open_file import OpenBytes, OpenFile
 from ..errors import IsDirectoryError, NotFoundError, StoreError
 from ..options import EngineOptions
 from ..formats import FORMATS, GROUP_SUFFIXES, NC_SUFFIX, OME_TIFF_SUFFIX, VOLUME_FORMATS, json_document
-from ..formats.base import DeferredLayout, LazyLayout, Layout
 from ..formats.tiled_tiff import LazyTiledLayout
 from ..formats.vlen import VLEN_SUFFIXES, vlen_document, vlen_npy_layout
 from ..model.meta import ArrayMeta, GroupMeta
-from .netcdf_datasets import NetcdfFile, OpenNetcdf, netcdf_files
+from .contract import DeferredFile, OpenBytes, OpenedFile, VirtualFile
+from .layout_files import LayoutFile
+from .netcdf_datasets import netcdf_files
 from .ome_images import CollectionFile, collection_file, ome_tiff_files
-from .tiled import TiledFile, tiled_file
+from .tiled import tiled_file
 
 log = logging.getLogger(__name__)
 
@@ -55,21 +53,11 @@ class DirEntry:
     group_path: str
 
 
-class Sized(Protocol):
-    """What the FUSE front needs of any file to stat it."""
-
-    @property
-    def size(self) -> int: ...
-
-
 @dataclass(frozen=True)
 class FileEntry:
-    layout: Sized  # a Layout, DeferredLayout (variable-length arrays), TiledFile, NetcdfFile, or a share's file
-    array_path: str | None = None  # None for files made of metadata alone
+    file: VirtualFile
     suffix: str = ""
     mtime_ns: int | None = None  # an ordinary file's own time (None: the mount's)
-    # How a file that opens itself is opened (an ordinary file of a share); None: `VirtualTree.open`.
-    opener: Callable[[], Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -80,59 +68,9 @@ class StatsEntry:
 Entry = DirEntry | FileEntry | StatsEntry
 
 
-@dataclass
-class Handle:
-    """An open file, what the FUSE front reads through: its size, `read_into` (and `load_for_c` for
-    the reads C missed), and (`attach`, `close`) its number in the front.
-
-    `direct_io` files bypass the kernel's page cache: the counters file (made
-    at open, its size known only now) and tiled TIFFs (see `open`).
-    """
-
-    layout: Layout | DeferredLayout | TiledFile | OpenNetcdf
-    file: OpenFile | None  # the engine's open file of the array; None for files made of metadata alone
-    direct_io: bool = False
-    # What C answers reads through (`attach`, `load_for_c`, `close`): the array's open file, a
-    # NetCDF file's variables (netcdf_datasets.OpenNetcdf) or a tiled TIFF's head (OpenBytes); None:
-    # every read takes the Python path.
-    c_file: OpenFile | OpenNetcdf | OpenBytes | None = None
-
-    def __post_init__(self) -> None:
-        self._read_region: Callable[[int, int, np.ndarray], Any] = _no_region if self.file is None \
-            else self.file.read_region
-        if self.c_file is None:
-            self.c_file = self.file
-
-    @property
-    def size(self) -> int:
-        return self.layout.size
-
-    def read_into(self, offset: int, out: np.ndarray) -> int:
-        """Write up to `len(out)` bytes of the file at `offset` into `out`; return how many."""
-        return self.layout.read_into(offset, out, self._read_region)
-
-    def load_for_c(self, offset: int, out: np.ndarray, write: bool) -> int | None:
-        """A read C missed (`OpenFile.load_for_c`): only ever for a file `attach` gave to C."""
-        assert self.c_file is not None
-        return self.c_file.load_for_c(offset, out, write)
-
-    def attach(self, number: int) -> bool:
-        """The front numbered this open file: reads the engine can answer in C go there from now
-        on (engine/open_file.py). Whether any will."""
-        return self.c_file is not None and self.c_file.attach(number)
-
-    def close(self) -> None:
-        if self.c_file is not None:
-            self.c_file.close()
-
-
-def _group_document(group: GroupMeta, collection: CollectionFile) -> Layout:
+def _group_document(group: GroupMeta, collection: CollectionFile) -> LayoutFile:
     """`.group.json` of a bioformats2raw collection's group: its metadata and the collection's report."""
-    return Layout(json_document({**group.describe(), "bioformats2raw": collection.report()}), 0)
-
-
-def _no_region(start: int, stop: int, target: np.ndarray) -> None:
-    raise AssertionError("metadata-only files have no element region")
+    return LayoutFile.document(json_document({**group.describe(), "bioformats2raw": collection.report()}))
 
 
 # Suffixes a single-array SOURCE's name loses: the store's kind, not the array's name.
@@ -223,33 +161,15 @@ class VirtualTree:
     def fast_read_counters(self) -> dict[str, Any]:
         return self.engine.fast_read_counters()
 
-    def open(self, path: str) -> Handle:
+    def open(self, path: str) -> OpenedFile:
         """The file at `path`, opened for reading."""
         entry = self.lookup(path)
         if isinstance(entry, StatsEntry):
             extras = {name: figures() for name, figures in self.stats_extras.items()}
-            return Handle(Layout(json_document({**self.engine.stats(), **extras}), 0), None, direct_io=True)
+            return OpenBytes(json_document({**self.engine.stats(), **extras}), direct_io=True)
         if not isinstance(entry, FileEntry):
             raise IsDirectoryError(f"/{path.strip('/')} is a directory")
-        layout = entry.layout
-        if isinstance(layout, LazyLayout) or (isinstance(layout, DeferredLayout) and entry.array_path is None):
-            layout = layout.layout  # built now: a TIFF's IFDs, an OME-TIFF (ome_images.py)
-        if isinstance(layout, TiledFile):
-            # Tiled TIFFs read their tiles through the readers of their own levels (engine.tiles), whole
-            # tiles at random places: no C-order reader, and no kernel readahead past a tile, which
-            # would decode chunks nobody asked for. C answers the reads of their head (the IFDs).
-            head = OpenBytes(self.engine.cache.served, layout.layout.head, layout.read_into)
-            return Handle(layout, None, direct_io=True, c_file=head)
-        if isinstance(layout, NetcdfFile):
-            # Variables of several arrays, each with its own read stream; page-cached like any
-            # file (scipy maps it into memory, which direct_io forbids).
-            opened = layout.opened()
-            return Handle(opened, None, c_file=opened)
-        if entry.array_path is None:
-            return Handle(layout, None)
-        # The C path answers reads of a plain layout, whose element region is the array's C-order bytes.
-        region = (len(layout.header), layout.data_nbytes) if type(layout) is Layout else None
-        return Handle(layout, self.engine.open_file(entry.array_path, region))
+        return entry.file.open()
 
     def listdir(self, directory: DirEntry) -> dict[str, Entry]:
         """The directory's entries, built once per hierarchy generation. One build at a time per
@@ -298,7 +218,7 @@ class VirtualTree:
         if not group_path and STATS_FILE not in entries:
             entries[STATS_FILE] = StatsEntry()
         group = hierarchy.node(group_path)
-        group_document = FileEntry(Layout(json_document(group.describe()), 0))
+        group_document = FileEntry(LayoutFile.document(json_document(group.describe())))
         if isinstance(group, GroupMeta):
             directory_name = group_path.rpartition("/")[2] or self.root_name
             files = ome_tiff_files(self.engine, group, directory_name, self.semantics) \
@@ -306,17 +226,17 @@ class VirtualTree:
             collection = collection_file(self.engine, group, directory_name, self.semantics,
                                          OME_TIFF_SUFFIX in self.suffixes)
             if collection is not None:
-                files.setdefault(collection.name, collection.layout)
+                files.setdefault(collection.name, collection.file)
                 # The collection's report walks its series: made when the document is first read.
-                group_document = FileEntry(DeferredLayout(functools.partial(_group_document, group, collection)))
+                group_document = FileEntry(DeferredFile(functools.partial(_group_document, group, collection)))
             for name, served in files.items():
                 if name in entries:
                     log.warning("/%s: the image's %s clashes with a sibling; not shown", group_path, name)
                     continue
-                entries[name] = FileEntry(served, None, OME_TIFF_SUFFIX)
+                entries[name] = FileEntry(served, OME_TIFF_SUFFIX)
             original = collection_metadata(hierarchy, group)
             if original is not None and METADATA_FILE not in entries:
-                entries[METADATA_FILE] = FileEntry(Layout(original, 0))
+                entries[METADATA_FILE] = FileEntry(LayoutFile.document(original))
         if NC_SUFFIX in self.suffixes and isinstance(group, GroupMeta):
             self._add_netcdf_files(entries, group)
         if GROUP_FILE not in entries:
@@ -334,7 +254,7 @@ class VirtualTree:
             if name in entries:
                 log.warning("/%s: the dataset's %s clashes with a sibling; not shown", group.path, name)
                 continue
-            entries[name] = FileEntry(served, None, NC_SUFFIX)
+            entries[name] = FileEntry(served, NC_SUFFIX)
 
     def semantics(self, meta: ArrayMeta) -> Semantics:
         """What the array's conventions say (`Semantics()` when nothing was recognised)."""
@@ -351,14 +271,16 @@ class VirtualTree:
             try:
                 layout = FORMATS[suffix](meta, semantics, name)
                 volumes = VOLUME_FORMATS[suffix](meta, semantics, name) if suffix in VOLUME_FORMATS else {}
-                if isinstance(layout, LazyTiledLayout):
-                    layout = LazyLayout(functools.partial(tiled_file, self.engine, meta, semantics, layout.plan))
             except Exception:  # a format that cannot express this array must not hide the others
                 log.exception("array /%s: cannot build its %s layout", meta.path, suffix)
                 continue
-            if layout is not None:
-                files[name + suffix] = FileEntry(layout, meta.path, suffix)
-            files.update((volume_name, FileEntry(volume, meta.path, suffix)) for volume_name, volume in volumes.items())
+            if isinstance(layout, LazyTiledLayout):  # tiles of its levels, built when first used
+                files[name + suffix] = FileEntry(DeferredFile(
+                    functools.partial(tiled_file, self.engine, meta, semantics, layout.plan)), suffix)
+            elif layout is not None:
+                files[name + suffix] = FileEntry(LayoutFile(layout, self.engine, meta.path), suffix)
+            files.update((volume_name, FileEntry(LayoutFile(volume, self.engine, meta.path), suffix))
+                         for volume_name, volume in volumes.items())
         return files
 
     def _vlen_files(self, name: str, meta: ArrayMeta) -> dict[str, Entry]:
@@ -366,14 +288,14 @@ class VirtualTree:
         engine = self.engine
         semantics = self.semantics(meta)
 
-        def npy() -> Layout:
-            return vlen_npy_layout(engine.vlen.fixed(meta).meta)
+        def npy() -> LayoutFile:
+            return LayoutFile(vlen_npy_layout(engine.vlen.fixed(meta).meta), engine, meta.path, in_c=False)
 
-        def document() -> Layout:
+        def document() -> LayoutFile:
             fixed = engine.vlen.fixed(meta)
-            return Layout(json_document(vlen_document(meta, semantics, fixed.width, fixed.meta.nbytes,
-                                                      lambda: engine.vlen.objects(meta))), 0)
+            return LayoutFile.document(json_document(vlen_document(meta, semantics, fixed.width, fixed.meta.nbytes,
+                                                                   lambda: engine.vlen.objects(meta))))
 
-        builders = {".npy": (npy, meta.path), ".json": (document, None)}
-        return {name + suffix: FileEntry(DeferredLayout(builders[suffix][0]), builders[suffix][1], suffix)
+        builders = {".npy": npy, ".json": document}
+        return {name + suffix: FileEntry(DeferredFile(builders[suffix]), suffix)
                 for suffix in VLEN_SUFFIXES if suffix in self.suffixes}

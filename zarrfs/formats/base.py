@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+
+from ..single_flight import Once
 
 
 @dataclass(frozen=True)
@@ -26,6 +27,13 @@ class Layout:
     @property
     def size(self) -> int:
         return len(self.header) + self.data_nbytes + len(self.trailer)
+
+    @property
+    def c_region(self) -> tuple[int, int] | None:
+        """(offset, size) of the element region when it is exactly the array's C-order bytes, from
+        the first: what the C path may answer (files/layout_files.py). None for a layout whose
+        region holds them in another order."""
+        return len(self.header), self.data_nbytes
 
     def read_into(self, offset: int, out: np.ndarray, read_region: Callable[[int, int, np.ndarray], Any]) -> int:
         """Write bytes [offset, offset + len(out)) of the file into `out`; return how many there were.
@@ -79,6 +87,10 @@ class PlanePermutedLayout(Layout):
         if sorted(self.plane_order) != list(range(len(self.plane_order))):
             raise ValueError("plane_order is not a permutation of the planes")
 
+    @property
+    def c_region(self) -> None:
+        return None  # planes in another order than the array's
+
     def read_into(self, offset: int, out: np.ndarray, read_region: Callable[[int, int, np.ndarray], Any]) -> int:
         return super().read_into(offset, out, self._array_reader(read_region))
 
@@ -107,38 +119,20 @@ class PlanePermutedLayout(Layout):
         return read_file_region
 
 
-class DeferredLayout:
-    """A layout built the first time it is needed (its size asked, or a read).
-
-    For the files whose size metadata cannot tell (variable-length arrays,
-    see engine/vlen.py): listing a directory builds these without reading
-    anything. `build` runs once; a failure is raised to the caller and the
-    next call tries again (a store may fail only for a while).
-    """
+class LazyLayout:
+    """A layout whose existence the metadata decided and whose bytes (a TIFF's IFDs and tags) are built
+    the first time the file is sized or read: a directory of thousands of arrays lists without building
+    thousands of headers, and `find` or `ls`, which do not ask for sizes, never build them. `build` runs
+    once (a failure is raised to its caller, and the next one tries again); once built it is the layout
+    it builds, served as that layout is (the C path included)."""
 
     def __init__(self, build: Callable[[], Layout]) -> None:
-        self._build = build
-        self._layout: Layout | None = None
-        self._lock = threading.Lock()
+        self._layout = Once(build)
 
     @property
     def layout(self) -> Layout:
-        if self._layout is None:
-            with self._lock:
-                if self._layout is None:
-                    self._layout = self._build()
-        return self._layout
+        return self._layout.value()
 
     @property
     def size(self) -> int:
         return self.layout.size
-
-    def read_into(self, offset: int, out: np.ndarray, read_region: Callable[[int, int, np.ndarray], Any]) -> int:
-        return self.layout.read_into(offset, out, read_region)
-
-
-class LazyLayout(DeferredLayout):
-    """A layout whose existence the metadata decided and whose bytes (a TIFF's IFDs and tags) are built
-    the first time the file is sized or read: a directory of thousands of arrays lists without building
-    thousands of headers, and `find` or `ls`, which do not ask for sizes, never build them. Once built it
-    is the layout it builds, served as that layout is (the C path included)."""

@@ -24,7 +24,8 @@ import numpy as np
 
 from .. import extensions
 from ..errors import ZarrfsError
-from ..files.tree import DirEntry, Entry, Handle, StatsEntry, VirtualTree
+from ..files.contract import OpenedFile
+from ..files.tree import DirEntry, Entry, StatsEntry, VirtualTree
 from . import compiled
 from .service_times import ServiceTimes
 
@@ -79,7 +80,7 @@ class ZarrOperations(mfusepy.Operations):
         self.on_ready = on_ready
         self.max_background = max_background  # kernel readahead requests in flight (None: its default, 12)
         self.max_readahead = max_readahead  # bytes, told the kernel in the INIT reply (None: as it asked)
-        self._handles: dict[int, Handle] = {}
+        self._handles: dict[int, OpenedFile] = {}
         self._next_handle = itertools.count(1)
         self._lock = threading.Lock()
         self._uid, self._gid = os.getuid(), os.getgid()
@@ -128,7 +129,7 @@ class ZarrOperations(mfusepy.Operations):
             return {**common, "st_mode": stat.S_IFDIR | 0o555, "st_nlink": 2, "st_size": 0}
         if isinstance(entry, StatsEntry):  # size unknown until opened; read with direct_io
             return {**common, "st_mode": stat.S_IFREG | 0o444, "st_nlink": 1, "st_size": 0}
-        size = entry.layout.size
+        size = entry.file.size
         if entry.mtime_ns is not None:
             common["st_mtime"] = common["st_ctime"] = entry.mtime_ns
         return {**common, "st_mode": stat.S_IFREG | 0o444, "st_nlink": 1, "st_size": size,

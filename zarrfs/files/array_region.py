@@ -1,8 +1,9 @@
-"""One open file of an array, as the engine serves it: the reader, the file's stream, its C grant.
+"""The element region of one open file of an array: the reader, the file's stream, its C grant.
 
-The front opens a file once (`attach`, with the number it gave the open file),
-reads its element region through `read_region`, and closes it (`close`).
-Everything else belongs to the engine and stays here:
+An open file (layout_files.py, a NetCDF variable in netcdf_datasets.py) reads
+its element region through `read_region`, hands it to C with `attach` (the
+number the front gave the open file), and ends it with `close`. What the
+engine keeps per open file stays here:
 
 - the file's `ReadStream` (where its reads run, readahead's state, its
   window), shared by the FUSE threads reading the file, with its own lock;
@@ -18,18 +19,15 @@ Everything else belongs to the engine and stays here:
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
-
 import numpy as np
 
-from .reader import ArrayReader
-from .readahead import ReadStream
-from .served import ServedChunks
+from ..engine.readahead import ReadStream
+from ..engine.reader import ArrayReader
 
 log = logging.getLogger(__name__)
 
 
-class OpenFile:
+class ArrayRegion:
     def __init__(self, reader: ArrayReader, region: tuple[int, int] | None, *, swap: bool = False,
                  stream: ReadStream | None = None) -> None:
         """`region`: (offset, size) of the file's element region when it holds exactly the array's
@@ -89,32 +87,3 @@ class OpenFile:
             return None
         token, itemsize, shape, edges = array
         return token, region[0], region[1], itemsize, shape, edges, itemsize if self.swap else 0
-
-
-class OpenBytes:
-    """An open file whose first bytes are held in memory (a tiled TIFF's head: its IFDs and tag
-    values, formats/tiff_head.py). C copies the reads within them, thousands as a reader opens
-    the file; every other read takes the Python path (`read_into`)."""
-
-    def __init__(self, served: ServedChunks, head: bytes, read_into: Callable[[int, np.ndarray], int]) -> None:
-        self.served = served
-        self.head = head
-        self.read_into = read_into
-        self._handle: int | None = None
-
-    def attach(self, handle: int) -> bool:
-        if not self.served.in_c or not self.head:
-            return False
-        self.served.open_bytes(handle, 0, self.head)
-        self._handle = handle
-        return True
-
-    def load_for_c(self, offset: int, out: np.ndarray, write: bool) -> int | None:
-        """C never misses a read of bytes it holds; any read that comes here is answered whole."""
-        self.read_into(offset, out)
-        return None
-
-    def close(self) -> None:
-        handle, self._handle = self._handle, None
-        if handle is not None:
-            self.served.close_file(handle)
