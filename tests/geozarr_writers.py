@@ -13,7 +13,14 @@ layout:
   written by rioxarray's Zarr convention (registered by name), the layout added by hand as its docs
   show (rioxarray writes no layout);
 - eopf: `create_geozarr_dataset` on a Sentinel-2-like tree: native bands at the group itself
-  (asset "."), overviews `r2`, `r4` below it.
+  (asset "."), overviews `r2`, `r4` below it;
+- eopf-s2: `convert_s2_optimized` (the `convert-s2-optimized` command's defaults) on a Sentinel-2
+  L2A-like product written as EOPF stores it (uint16 bands packed by scale_factor/add_offset,
+  `_FillValue` 0, in `measurements/reflectance/r10m`, `r20m`, `r60m`) and opened raw as the command
+  opens it: a layout at `measurements/reflectance` of `r10m` ... `r720m`, each holding the bands by name;
+- dem: a float32 elevation `dem` (`dem_values`) with geozarr-toolkit's proj/spatial attributes, its
+  `fill_value` NaN and a NaN corner, and no other nodata attribute; beside it `mask`, a uint8 array
+  of fill 0 whose zeros are real values.
 Prints one JSON line: {"ok": true} or {"ok": false, "error": ...}.
 """
 
@@ -135,10 +142,76 @@ def eopf(job: dict[str, Any]) -> None:
                            min_dimension=60)
 
 
+S2_BANDS = {"r10m": ["b02", "b03", "b04", "b08"], "r20m": ["b02", "b03", "b04", "b05", "b11"],
+            "r60m": ["b01", "b02", "b04", "b09"]}
+
+
+def eopf_s2(job: dict[str, Any]) -> None:
+    import logging
+
+    import xarray as xr
+    from eopf_geozarr.conversion.open_source import open_source_datatree
+    from eopf_geozarr.s2_optimization.s2_converter import convert_s2_optimized
+
+    logging.disable(logging.CRITICAL)
+    groups = {}
+    for name, bands in S2_BANDS.items():
+        step = float(name[1:-1])
+        factor = int(step // PIXEL)
+        xs = WEST + step / 2 + step * np.arange(WIDTH // factor)
+        ys = NORTH - step / 2 - step * np.arange(HEIGHT // factor)
+        variables = {}
+        for i, band in enumerate(bands):
+            stored = sample((HEIGHT // factor, WIDTH // factor)) // 4 + 1 + 100 * i  # 0 is the fill value
+            variable = xr.DataArray(stored * 0.0001 - 0.1, dims=("y", "x"), coords={"y": ys, "x": xs},
+                                    attrs={"proj:epsg": EPSG})
+            variable.encoding = {"dtype": "uint16", "scale_factor": 0.0001, "add_offset": -0.1, "_FillValue": 0}
+            variables[band] = variable
+        groups[f"/measurements/reflectance/{name}"] = xr.Dataset(variables)
+    groups["/quality"] = xr.Dataset()
+    groups["/conditions"] = xr.Dataset()
+    tree = xr.DataTree.from_dict(groups)
+    tree.attrs.update({"other_metadata": {"horizontal_CRS_code": f"EPSG:{EPSG}"},
+                       "stac_discovery": {"properties": {"product:type": "S2MSI2A"}}})
+    source = job["store"] + ".source"
+    tree.to_zarr(source, mode="w", zarr_format=3, consolidated=True)
+    convert_s2_optimized(open_source_datatree(source, mask_and_scale=False), output_path=job["store"],
+                         enable_sharding=False, spatial_chunk=256, compression_level=3, validate_output=False,
+                         keep_scale_offset=False)
+
+
+def dem_values() -> np.ndarray:
+    """Elevations in metres, the top-left 8 x 8 corner NaN (no data)."""
+    values = (100.0 + np.arange(HEIGHT * WIDTH, dtype=np.float32).reshape(HEIGHT, WIDTH) * 0.5).astype(np.float32)
+    values[:8, :8] = np.nan
+    return values
+
+
+def dem(job: dict[str, Any]) -> None:
+    import zarr
+    from geozarr_toolkit import create_proj_attrs, create_spatial_attrs, create_zarr_conventions
+    from geozarr_toolkit.conventions import ProjConventionMetadata, SpatialConventionMetadata
+
+    root = zarr.open_group(job["store"], mode="w", zarr_format=3)
+    attrs = {"zarr_conventions": create_zarr_conventions(SpatialConventionMetadata(), ProjConventionMetadata()),
+             **create_proj_attrs(code=f"EPSG:{EPSG}"),
+             **create_spatial_attrs(dimensions=["y", "x"], transform=[PIXEL, 0.0, WEST, 0.0, -PIXEL, NORTH],
+                                    shape=[HEIGHT, WIDTH])}
+    elevation = root.create_array("dem", shape=(HEIGHT, WIDTH), dtype="float32", chunks=(120, 120),
+                                  fill_value=np.nan, dimension_names=("y", "x"))
+    elevation[:] = dem_values()
+    elevation.attrs.update(attrs)
+    mask = root.create_array("mask", shape=(HEIGHT, WIDTH), dtype="uint8", chunks=(120, 120), fill_value=0,
+                             dimension_names=("y", "x"))
+    mask[:] = (np.arange(HEIGHT * WIDTH).reshape(HEIGHT, WIDTH) % 3).astype(np.uint8)
+    mask.attrs.update(attrs)
+
+
 def main() -> None:
     job = json.loads(sys.argv[1])
     try:
-        {"toolkit": toolkit, "rioxarray": rioxarray_levels, "eopf": eopf}[job["writer"]](job)
+        writers = {"toolkit": toolkit, "rioxarray": rioxarray_levels, "eopf": eopf, "eopf-s2": eopf_s2, "dem": dem}
+        writers[job["writer"]](job)
     except Exception as exc:  # noqa: BLE001  (the test reports it)
         print(json.dumps({"ok": False, "error": f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}"}))
         return

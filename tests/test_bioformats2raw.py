@@ -13,7 +13,9 @@ zarr-python's read of the level arrays.
 
 from __future__ import annotations
 
+import io
 import json
+import re
 import subprocess
 import sys
 import warnings
@@ -161,6 +163,109 @@ def test_yaozarrs_collection_is_one_ome_tiff_with_the_original_metadata(tmp_path
         assert (mount / "1" / "series 1.ome.tif").exists()  # each series keeps its own file
 
 
+# (series, numpy type, OME Pixels Type, channels): a fluorescence stack, the slide's RGB overview, a float map.
+_MIXED_SERIES = [("0", np.uint16, "uint16", 2), ("1", np.uint8, "uint8", 3), ("2", np.float32, "float", 1)]
+
+
+def _write_mixed_types(store: Path, ome_xml: str) -> dict[str, list[np.ndarray]]:
+    """yaozarrs' collection of three series of different pixel types, two levels each."""
+    from yaozarrs import v05
+    from yaozarrs.write.v05 import Bf2RawBuilder
+
+    builder = Bf2RawBuilder(store, ome_xml=ome_xml, chunks=(1, 32, 32))
+    written: dict[str, list[np.ndarray]] = {}
+    for name, dtype, _, channels in _MIXED_SERIES:
+        axes = [v05.ChannelAxis(name="c"), v05.SpaceAxis(name="y", unit="micrometer"),
+                v05.SpaceAxis(name="x", unit="micrometer")]
+        datasets = [v05.Dataset(path=str(level), coordinateTransformations=[
+            v05.ScaleTransformation(scale=[1.0, 0.5 * 2**level, 0.5 * 2**level])]) for level in range(2)]
+        image = v05.Image(multiscales=[v05.Multiscale(name=f"series {name}", axes=axes, datasets=datasets)])
+        values = np.random.default_rng(20 + int(name)).integers(0, 250, (channels, 48, 64))
+        full = (values * 0.25).astype(dtype) if dtype == np.float32 else values.astype(dtype) * (
+            100 if dtype == np.uint16 else 1)
+        written[name] = [full, full[:, ::2, ::2].copy()]
+        builder.write_image(name, image, written[name])
+    return written
+
+
+def test_series_of_different_pixel_types_are_each_an_image_of_its_type(tmp_path: Path) -> None:
+    """A uint16 fluorescence series beside a uint8 RGB overview and a float32 series: every series is in the
+    collection's file, each Image with its own Pixels Type and each IFD its own BitsPerSample/SampleFormat, as
+    Bio-Formats (showinf, bfconvert) and tifffile read them."""
+    store = tmp_path / "slide.ome.zarr"
+    original = original_ome_xml([("fluorescence", "stack", [("DAPI", 65535), ("GFP", 16711935)]),
+                                 ("overview", "macro image", [("R", None), ("G", None), ("B", None)]),
+                                 ("map", "float values", [("height", None)])])
+    written = _write_mixed_types(store, original)
+    with mounted(store, tmp_path / "mnt", tmp_path / "log") as mount:
+        path = mount / "slide.ome.tif"
+        names, channels, widths = _bioformats_series(path)
+        assert names == ["fluorescence", "overview", "map"] and widths == [[64, 32]] * 3
+        info = showinf(path)
+        assert [info.pixels(k).get("Type") for k in range(3)] == [t for _, _, t, _ in _MIXED_SERIES]
+        assert [s["SizeC"] for s in info.series] == [2, 3, 1]
+        assert [re.search(r"Pixel type = (\S+)", block).group(1) for block in re.split(
+            r"\n\s*Series #\d+", info.output)[1:]] == ["uint16", "uint8", "float"]
+        for k, (name, dtype, _, _) in enumerate(_MIXED_SERIES):  # flattened: series k's level 0 is 2 k
+            for c in range(written[name][0].shape[0]):
+                plane = bfconvert_plane(path, tmp_path, series=2 * k, c=c)
+                assert plane.dtype == dtype
+                np.testing.assert_array_equal(plane, written[name][0][c])
+        np.testing.assert_array_equal(bfconvert_plane(path, tmp_path, series=3, c=2), written["1"][1][2])
+        _check_pixels(path, tmp_path, [written[name] for name, _, _, _ in _MIXED_SERIES])
+        with tifffile.TiffFile(path) as tif:
+            # Each main IFD (a plane) says its own sample type: 2 planes of uint16, 3 of uint8, 1 of float32
+            # (read before the series, which make tifffile read later IFDs as frames of the first).
+            assert [(p.bitspersample, p.sampleformat) for p in tif.pages] == [(16, 1)] * 2 + [(8, 1)] * 3 + [
+                (32, 3)]
+            assert [s.dtype for s in tif.series] == [np.dtype(t) for _, t, _, _ in _MIXED_SERIES]
+            assert [[level.dtype for level in s.levels] for s in tif.series] == [
+                [np.dtype(t)] * 2 for _, t, _, _ in _MIXED_SERIES]
+            document = tif.ome_metadata
+        assert schema_errors(document) == []
+        report = json.loads((mount / ".group.json").read_text())["bioformats2raw"]
+        assert report["series"] == ["0", "1", "2"] and report["problems"] == []
+
+
+def test_a_series_in_the_other_byte_order_is_left_out_and_said(tmp_path: Path) -> None:
+    """Zarr v2 keeps a big-endian dtype (`>u2`); one TIFF file has one byte order and a tile is its chunk's
+    bytes: after a little-endian uint16 series and a uint8 one, a big-endian uint16 series is left out, with
+    the reason; the other two are served at their types (tifffile)."""
+    from zarrfs.options import EngineOptions
+    from zarrfs.files.tree import VirtualTree
+
+    store = tmp_path / "orders.zarr"
+    root = zarr.open_group(str(store), mode="w", zarr_format=2)
+    root.attrs["bioformats2raw.layout"] = 3
+    written = {}
+    for name, dtype in (("0", "<u2"), ("1", "|u1"), ("2", ">u2")):
+        image = root.require_group(name)
+        written[name] = (np.arange(16 * 24).reshape(16, 24) % 200).astype(dtype)
+        image.create_array("0", shape=written[name].shape, chunks=(16, 16), dtype=dtype)[...] = written[name]
+        image.attrs["multiscales"] = [{"version": "0.4", "axes": [{"name": "y", "type": "space"}, {
+            "name": "x", "type": "space"}], "datasets": [
+            {"path": "0", "coordinateTransformations": [{"type": "scale", "scale": [1, 1]}]}]}]
+    tree = VirtualTree.of_source(str(store), None, EngineOptions(), (".json", ".ome.tif"))
+    try:
+        handle = tree.open("/orders.ome.tif")
+        content = np.zeros(handle.size, np.uint8)
+        handle.read_into(0, content)
+        handle.close()
+        with tifffile.TiffFile(io.BytesIO(content.tobytes())) as tif:
+            assert tif.byteorder == "<"
+            assert [s.dtype for s in tif.series] == [np.dtype("<u2"), np.dtype("u1")]
+            for series, name in zip(tif.series, ("0", "1"), strict=True):
+                np.testing.assert_array_equal(series.asarray(), written[name])
+        document = tree.open("/.group.json")
+        report = np.zeros(document.size, np.uint8)
+        document.read_into(0, report)
+        problems = json.loads(report.tobytes())["bioformats2raw"]["problems"]
+        assert problems == ["series '2' left out of orders.ome.tif: another byte order than the series before it "
+                            "(one file has one)"]
+    finally:
+        tree.close()
+
+
 def test_ome_writers_positions_are_the_series_of_one_file(tmp_path: Path) -> None:
     """A multi-position acquisition (no OME-XML): each position a series, named by its position."""
     positions = ["A1", "B2", "C3"]
@@ -239,9 +344,12 @@ def test_ome_zarr_py_04_collection_on_zarr_v2(tmp_path: Path) -> None:
             assert [s.axes for s in tif.series] == ["TCZYX", "ZYX"]
 
 
+FLOAT_SERIES = np.arange(64, dtype=np.float32).reshape(8, 8) / 4
+
+
 def test_what_the_layout_cannot_use_is_reported(tmp_path: Path) -> None:
-    """A listed series that is missing, one that is no image, an OME-XML with another Image count, and a series
-    of another data type: `zarrfs tree` and `.group.json` say each; the rest is served."""
+    """A listed series that is missing, one that is no image, and an OME-XML with another Image count:
+    `zarrfs tree` and `.group.json` say each; the rest is served, a series of another data type too."""
     store = tmp_path / "broken.zarr"
     original = original_ome_xml([("a", "", [("c0", None)] * 3), ("b", "", [("z", None)])])
     written = _write_04_collection(store, ["0", "missing", "1", "odd", "2"], original)
@@ -250,7 +358,7 @@ def test_what_the_layout_cannot_use_is_reported(tmp_path: Path) -> None:
     from ome_zarr.writer import write_image
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        write_image(np.zeros((8, 8), np.float32), zarr.open_group(str(store / "2"), mode="w", zarr_format=2),
+        write_image(FLOAT_SERIES, zarr.open_group(str(store / "2"), mode="w", zarr_format=2),
                     axes="yx", fmt=FormatV04(), scale_factors=())
     result = _run_tree(store)
     assert "bioformats2raw collection: 3 series listed in OME/ (0, 1, 2)" in result
@@ -261,14 +369,16 @@ def test_what_the_layout_cannot_use_is_reported(tmp_path: Path) -> None:
                  expected_log=[r"bioformats2raw collection /: (series|OME/METADATA)"]) as mount:
         report = json.loads((mount / ".group.json").read_text())["bioformats2raw"]
         assert report["series"] == ["0", "1", "2"]
-        assert any("series '2' left out of broken.ome.tif: another data type" in p for p in report["problems"])
+        assert not any("left out of broken.ome.tif" in p for p in report["problems"])
         assert any("'missing'" in p for p in report["problems"])
         with tifffile.TiffFile(mount / "broken.ome.tif") as tif:
-            # series 0 is the original's Image 0; series 1 (Image 2) is past the original's Images: the name
-            # ome-zarr-py gave its multiscale
-            assert [s.name for s in tif.series] == ["a", "image"]
+            # series 0 is the original's Image 0; series 1 (Image 2) and 2 (Image 4) are past the original's
+            # Images: the name ome-zarr-py gave their multiscales
+            assert [s.name for s in tif.series] == ["a", "image", "image"]
+            assert [s.dtype for s in tif.series] == [np.dtype("uint16"), np.dtype("uint16"), np.dtype("float32")]
             document = tif.ome_metadata
             np.testing.assert_array_equal(tif.series[1].levels[0].asarray(), written["1"][0])
+            np.testing.assert_array_equal(tif.series[2].asarray(), FLOAT_SERIES)
         assert schema_errors(document) == []
 
 

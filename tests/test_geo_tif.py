@@ -105,3 +105,32 @@ def test_images_keep_the_imagej_tif_and_the_tiled_tif(tmp_path: Path) -> None:
             assert not tif.pages[0].is_tiled
         with tifffile.TiffFile(mount / "raster.tiled.tif") as tif:
             assert tif.pages[0].is_tiled
+
+
+def _nodata_lines(path: str) -> list[str]:
+    report = subprocess.run(["gdalinfo", path], capture_output=True, text=True, check=True, timeout=60).stdout
+    return [line.strip() for line in report.splitlines() if "NoData Value=" in line]
+
+
+def test_a_nan_fill_is_nodata_as_gdals_zarr_driver_says_and_a_fill_of_zero_is_not(tmp_path: Path) -> None:
+    """zarr-python v2 maps (GeoZarr `proj:code`, `spatial:transform`; no `_FillValue`, `_CRS` or
+    `_ARRAY_DIMENSIONS`): GDAL's Zarr driver reports every fill value as nodata, NaN of the float32 map and 0
+    of the uint8 classes. The served GeoTIFFs agree on NaN, and state none for the classes, whose zeros are
+    a class (stated, GDAL and QGIS would hide them)."""
+    store = tmp_path / "maps.zarr"
+    group = zarr.open_group(str(store), mode="w", zarr_format=2)
+    attrs = {"proj:code": "EPSG:32633", "spatial:transform": [PIXEL, 0.0, ORIGIN[0], 0.0, -PIXEL, ORIGIN[1]]}
+    elevation = np.arange(64 * 96, dtype="float32").reshape(64, 96)
+    elevation[:4, :4] = np.nan
+    classes = (np.arange(64 * 96) % 4).astype("uint8").reshape(64, 96)
+    for name, values, fill in (("elevation", elevation, np.nan), ("classes", classes, 0)):
+        array = group.create_array(name, shape=values.shape, chunks=(32, 32), dtype=values.dtype, fill_value=fill)
+        array[...] = values
+        array.attrs.put(attrs)
+    assert _nodata_lines(f'ZARR:"{store}":/elevation') == ["NoData Value=nan"]
+    assert _nodata_lines(f'ZARR:"{store}":/classes') == ["NoData Value=0"]
+    with mounted(store, tmp_path / "mnt", tmp_path / "log") as mount:
+        assert _nodata_lines(str(mount / "elevation.tif")) == ["NoData Value=nan"]
+        np.testing.assert_array_equal(gdal_read(str(mount / "elevation.tif")), elevation)
+        assert _nodata_lines(str(mount / "classes.tif")) == []
+        np.testing.assert_array_equal(gdal_read(str(mount / "classes.tif")), classes)

@@ -138,31 +138,41 @@ def test_layout_entries_that_cannot_be_read_are_left_out_and_said() -> None:
 def test_layout_levels_become_overviews_and_the_rest_is_said(tmp_path: Path, tree_of: Callable) -> None:
     store = tmp_path / "layout.zarr"
     write_layout(store, [("r10m", 1, "u2", spatial(1)), ("r20m", 2, "u2", spatial(2)),
-                         ("r30m", 3, "f4", spatial(3)),  # another dtype: no overview of a uint16 map
+                         ("r30m", 3, "f4", spatial(3)),  # another type, the same numbers: a float32 page
                          ("r40m", 4, "u2", spatial(4, west=WEST + 5 * 4 * PIXEL)),  # stated 5 of its pixels east
-                         ("r60m", 6, "u2", spatial(6))])
-    zarr.open_group(str(store), mode="r+").create_group("r80m")  # a level without the array
+                         ("r50m", 5, "f4", spatial(5)),  # CF-packed below: other stored numbers
+                         ("r60m", 6, "u2", spatial(6)),
+                         ("r80m", 8, "f4", spatial(8))])  # big-endian below: not in a little-endian file
+    zarr.open_array(str(store / "r50m" / "b02"), mode="r+").attrs.update({"scale_factor": 0.5})
+    big_endian = json.loads((store / "r80m" / "b02" / "zarr.json").read_text())
+    big_endian["codecs"][0]["configuration"]["endian"] = "big"  # (its chunks are never read here)
+    (store / "r80m" / "b02" / "zarr.json").write_text(json.dumps(big_endian))
+    zarr.open_group(str(store), mode="r+").create_group("r90m")  # a level without the array
     root = zarr.open_group(str(store), mode="r+")
-    root.attrs["multiscales"] = {"layout": [*root.attrs["multiscales"]["layout"], {"asset": "r80m"}]}
+    root.attrs["multiscales"] = {"layout": [*root.attrs["multiscales"]["layout"], {"asset": "r90m"}]}
     tree = tree_of(store)
     found = semantics(tree, "r10m/b02")
-    assert found.overviews == ("r20m/b02", "r60m/b02")
+    assert found.overviews == ("r20m/b02", "r30m/b02", "r60m/b02")
     said = "\n".join(found.unused)
-    assert "level 'r30m' is no overview: its float32 values are not the map's uint16" in said
     assert "level 'r40m' is no overview: its spatial:transform" in said and "puts it up to 5 of its pixels" in said
-    assert "level 'r80m' has no array 'b02'" in said
-    assert len(found.unused) == 3
-    assert "GeoZarr multiscales / level 'r10m' (2 overviews)" in found.sources
-    # The map's N.tif: the full resolution and the two overviews, none computed.
+    assert ("level 'r50m' is no overview: its float32 values are packed with scale_factor 0.5, add_offset none, "
+            "the map's uint16 with scale_factor none, add_offset none") in said
+    assert "level 'r80m' is no overview: its >f4 values have another byte order than the map's uint16" in said
+    assert "level 'r90m' has no array 'b02'" in said
+    assert len(found.unused) == 4
+    assert "GeoZarr multiscales / level 'r10m' (3 overviews)" in found.sources
+    # The map's N.tif: the full resolution and the three overviews, each page of its level's type, none computed.
     with tifffile.TiffFile(_served_bytes(tree, "/r10m/b02.tif")) as tif:
         assert [page.shape for page in tif.pages] == [(HEIGHT, WIDTH), (HEIGHT // 2, WIDTH // 2),
-                                                      (HEIGHT // 6, WIDTH // 6)]
-        assert [page.subfiletype for page in tif.pages] == [0, 1, 1]
+                                                      (HEIGHT // 3, WIDTH // 3), (HEIGHT // 6, WIDTH // 6)]
+        assert [page.subfiletype for page in tif.pages] == [0, 1, 1, 1]
+        assert [page.dtype for page in tif.pages] == [np.dtype(t) for t in ("u2", "u2", "f4", "u2")]
+        np.testing.assert_array_equal(tif.pages[2].asarray(), sample((HEIGHT, WIDTH))[::3, ::3].astype("f4"))
     document = json.loads(_served_bytes(tree, "/r10m/b02.json").getvalue())
-    assert document["semantics"]["overviews"] == ["/r20m/b02", "/r60m/b02"]
+    assert document["semantics"]["overviews"] == ["/r20m/b02", "/r30m/b02", "/r60m/b02"]
     assert document["semantics"]["unused"] == list(found.unused)
     # A coarser level's own map has the levels below it.
-    assert semantics(tree, "r20m/b02").overviews == ("r60m/b02",)
+    assert semantics(tree, "r20m/b02").overviews == ("r30m/b02", "r60m/b02")
 
 
 def test_a_level_moved_by_a_relative_translation_alone_is_no_overview(tmp_path: Path, tree_of: Callable) -> None:
@@ -204,12 +214,13 @@ def test_levels_placed_only_by_their_layout_entries_are_maps(tmp_path: Path, tre
 def test_zarrfs_tree_shows_what_a_layout_gave_and_what_it_could_not(tmp_path: Path) -> None:
     store = tmp_path / "layout.zarr"
     write_layout(store, [("r10m", 1, "u2", spatial(1)), ("r20m", 2, "f8", spatial(2))])
+    zarr.open_array(str(store / "r20m" / "b02"), mode="r+").attrs.update({"scale_factor": 0.01})
     done = run_zarrfs("tree", store)
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert lines[1] == "    GeoZarr multiscales layout: 2 levels (r10m, r20m)"
     assert any(line.strip().startswith("not used: GeoZarr multiscales /: level 'r20m' is no overview: its float64 "
-                                       "values") for line in lines), done.stdout
+                                       "values are packed with scale_factor 0.01") for line in lines), done.stdout
     document = json.loads(run_zarrfs("tree", "--json", store).stdout)
     b02 = document["children"][0]["children"][0]
     assert b02["semantics"]["unused"][0].startswith("GeoZarr multiscales /: level 'r20m' is no overview")
@@ -349,26 +360,63 @@ def test_gdal_sees_the_layout_levels_as_overviews(writer: str, tmp_path: Path, w
 @pytest.mark.mount
 @pytest.mark.clients
 @needs_gdal
-def test_eopf_geozarr_layout_is_read_and_never_taken_for_ome(tmp_path: Path, written: Callable) -> None:
+def test_eopf_geozarr_levels_of_another_type_are_the_bands_overviews(tmp_path: Path, written: Callable) -> None:
     """eopf-geozarr 0.12 keeps the native bands at the layout group (asset ".") and writes its overviews
-    `r2`, `r4` as float64 means of uint16 bands: GDAL's own Zarr driver refuses such levels as overviews
-    (another data type), and so does a TIFF; zarrfs says so, once per band, and never calls the layout OME."""
+    `r2`, `r4` as float64 means of the uint16 bands (fill NaN): each is a reduced-resolution page of its own
+    type, which GDAL lists as an overview of the uint16 band, reads as the writer's float64 means, and uses,
+    rounded to uint16, for a read at a coarser size; the layout is never called OME."""
     store = written("eopf")
     group = "measurements/reflectance/r10m"
-    note = (f"GeoZarr multiscales /{group}: level 'r2' is no overview: its float64 values are not the map's "
-            "uint16")
-    with mounted(store, tmp_path / "mnt", tmp_path / "log", expected_log=[f"array /{group}/b0[23]: ignored "
-                                                                          + note]) as mount:
+    with mounted(store, tmp_path / "mnt", tmp_path / "log") as mount:
         tif = mount.root / group / "b02.tif"
         info = gdalinfo_json(str(tif))
-        assert info["geoTransform"] == [WEST, PIXEL, 0.0, NORTH, 0.0, -PIXEL]
-        assert "overviews" not in info["bands"][0]
-        # The float64 levels are maps of their own, the smaller one the overview of the larger.
-        assert _gdal_overviews(mount.root / group / "r2" / "b02.tif") == [
-            ([WIDTH // 4, HEIGHT // 4], [WEST, PIXEL * 4, 0.0, NORTH, 0.0, -PIXEL * 4])]
+        assert info["geoTransform"] == [WEST, PIXEL, 0.0, NORTH, 0.0, -PIXEL] and info["bands"][0]["type"] == "UInt16"
+        assert _gdal_overviews(tif) == [([WIDTH // f, HEIGHT // f], [WEST, PIXEL * f, 0.0, NORTH, 0.0, -PIXEL * f])
+                                        for f in (2, 4)]
+        levels = [zarr.open_array(str(store / group / level / "b02"), mode="r")[:] for level in ("r2", "r4")]
+        assert [level.dtype for level in levels] == [np.dtype("float64")] * 2
+        for number, level in enumerate(levels):
+            np.testing.assert_array_equal(_overview_pixels(tif, number, tmp_path), level)
+        reduced = tmp_path / "reduced.tif"
+        subprocess.run(["gdal_translate", "-q", "-outsize", str(WIDTH // 2), str(HEIGHT // 2), str(tif), str(reduced)],
+                       check=True, timeout=60)
+        np.testing.assert_array_equal(gdal_read(str(reduced)), np.rint(levels[0]).astype(np.uint16))
+        with tifffile.TiffFile(tif) as parsed:
+            assert [(page.dtype, page.subfiletype) for page in parsed.pages] == [
+                (np.dtype("uint16"), 0), (np.dtype("float64"), 1), (np.dtype("float64"), 1)]
         document = json.loads((mount.root / group / "b02.json").read_text())
-        assert document["semantics"]["unused"][0].startswith(note)
+        assert document["semantics"]["overviews"] == [f"/{group}/r2/b02", f"/{group}/r4/b02"]
+        assert document["semantics"]["unused"] == []
         assert not any("OME" in line for line in mount.log_lines())
+
+
+@pytest.mark.mount
+@pytest.mark.clients
+@needs_gdal
+def test_eopf_sentinel2_layout_gives_the_band_every_coarser_resolution(tmp_path: Path, written: Callable) -> None:
+    """eopf-geozarr 0.12's Sentinel-2 converter (`convert-s2-optimized`'s defaults): the layout at
+    `measurements/reflectance` lists `r10m` ... `r720m`, each holding the bands by name, all float32. GDAL
+    sees `r10m/b04.tif` with the five coarser levels as overviews, their pixels the writer's; the levels
+    whose stated transforms GDAL's size-ratio placement misses by under a pixel (r360m: 6 rows of 360 m
+    for 2400 m) are used and said."""
+    store = written("eopf-s2")
+    group = store / "measurements" / "reflectance"
+    with mounted(store, tmp_path / "mnt", tmp_path / "log",
+                 # (and bands the converter keeps at some resolutions only: "level 'r60m' has no array 'b03'")
+                 expected_log=[r"array /measurements/reflectance/r\d+m/b\w+: ignored GeoZarr multiscales "
+                               r"/measurements/reflectance: level 'r\d+m' "]) as mount:
+        tif = mount.root / "measurements" / "reflectance" / "r10m" / "b04.tif"
+        assert gdalinfo_json(str(tif))["geoTransform"] == [WEST, PIXEL, 0.0, NORTH, 0.0, -PIXEL]
+        levels = ["r20m", "r60m", "r120m", "r360m", "r720m"]
+        arrays = [zarr.open_array(str(group / level / "b04"), mode="r")[:] for level in levels]
+        assert [size for size, _ in _gdal_overviews(tif)] == [[a.shape[1], a.shape[0]] for a in arrays] == [
+            [180, 120], [60, 40], [30, 20], [10, 6], [5, 3]]
+        for number, array in enumerate(arrays):
+            np.testing.assert_array_equal(_overview_pixels(tif, number, tmp_path), array)
+        unused = json.loads((tif.parent / "b04.json").read_text())["semantics"]["unused"]
+        assert [note.split(" spatial:transform")[0] for note in unused] == [
+            "GeoZarr multiscales /measurements/reflectance: level 'r360m'",
+            "GeoZarr multiscales /measurements/reflectance: level 'r720m'"]
 
 
 @pytest.mark.mount
@@ -402,3 +450,37 @@ def test_qgis_finds_the_pyramid(tmp_path: Path, written: Callable) -> None:
     assert layer["extent"] == [WEST, NORTH - HEIGHT * PIXEL, WEST + WIDTH * PIXEL, NORTH]
     assert layer["has_pyramids"]
     assert [WIDTH // 2, HEIGHT // 2, True] in layer["pyramids"]
+
+
+def _gdal_nodata_line(path: Path) -> list[str]:
+    """The `NoData Value=` lines of gdalinfo's text report (its JSON cannot hold a NaN from every driver)."""
+    report = subprocess.run(["gdalinfo", str(path)], capture_output=True, text=True, check=True, timeout=60).stdout
+    return [line.strip() for line in report.splitlines() if "NoData Value=" in line]
+
+
+@pytest.mark.mount
+@pytest.mark.clients
+@needs_gdal
+def test_a_nan_fill_value_is_the_nodata_of_every_file_that_states_one(tmp_path: Path, written: Callable) -> None:
+    """geozarr-toolkit's DEM: float32 elevations of fill_value NaN, a NaN corner, no other nodata attribute.
+    GDAL reads nodata NaN from the map's GeoTIFF, its strip TIFF, its ENVI header and the group's NetCDF, and
+    the elevations with it; the uint8 mask of fill 0 beside it (its zeros are values) states no nodata."""
+    from geozarr_writers import dem_values
+
+    store = written("dem")
+    with mounted(store, tmp_path / "mnt", tmp_path / "log") as mount:
+        tif = mount.root / "dem.tif"
+        info = gdalinfo_json(str(tif))
+        assert info["bands"][0]["noDataValue"] == "NaN" and info["geoTransform"] == [WEST, PIXEL, 0.0, NORTH,
+                                                                                     0.0, -PIXEL]
+        with tifffile.TiffFile(tif) as parsed:
+            assert parsed.pages[0].tags["GDAL_NODATA"].value == "nan"
+        np.testing.assert_array_equal(gdal_read(str(tif)), dem_values())  # NaN where the writer wrote NaN
+        for path in (mount.root / "dem.strips.tif", mount.root / "dem.raw", f"NETCDF:{mount.root / 'dem.nc'}:dem"):
+            assert _gdal_nodata_line(path) == ["NoData Value=nan"], path
+        assert "data ignore value = nan" in (mount.root / "dem.raw.hdr").read_text()
+        for path in (mount.root / "mask.tif", mount.root / "mask.strips.tif", mount.root / "mask.raw"):
+            assert _gdal_nodata_line(path) == [], path
+        assert "noDataValue" not in gdalinfo_json(str(mount.root / "mask.tif"))["bands"][0]
+        document = json.loads((mount.root / "dem.json").read_text())["semantics"]
+        assert np.isnan(document["nodata"]) and "fill_value NaN as nodata" in document["sources"]

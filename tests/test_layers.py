@@ -69,6 +69,7 @@ OWNED = {
     "icechunk": {"stores"},
     "zarr": {"stores"},  # icechunk's store API
     "pandas": {"stores"},  # Parquet reference sets
+    "aiohttp": {"stores"},  # the redirect guard of fsspec's HTTP sessions (stores/trust.py)
     "tifffile": {"formats"},
     "numcodecs": {"codecs", "model", "memory"},
     "pyproj": {"conventions"},

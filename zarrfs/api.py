@@ -76,7 +76,8 @@ def mounted(source: str | Path | None, mountpoint: str | Path | None = None, **o
     one (removed afterwards). Options are those of `zarrfs mount`, by their
     Python names: `cache_size="256M"`, `formats=["npy", "tif"]`,
     `storage_options={"anon": True}`, `ref="v1"` and
-    `virtual_chunks=["/data/nc"]` (Icechunk), `workers`,
+    `virtual_chunks=["/data/nc"]` (what a remote reference set's targets and
+    redirects may reach besides their origin; Icechunk's containers), `workers`,
     `max_concurrency`, `timeout`, `retries`, `metadata_ttl`, `allow_other`,
     `disk_cache="/var/cache/zarrfs"` and `disk_cache_size="20G"`,
     `fuse_options=["max_read=1048576"]`, `log_file`, `log_level`; for a share or catalog of many

@@ -67,10 +67,12 @@ def _add_source(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--ref", metavar="NAME",
                         help="Icechunk repositories: the branch, tag or snapshot id to read (default: branch main)")
     parser.add_argument("--virtual-chunks", action="append", default=[], metavar="PREFIX",
-                        help="Icechunk repositories: follow the virtual chunk containers the repository declares "
-                             "under PREFIX (a local path, file://, s3://, gs://, https://), repeatable; none "
-                             "by default. Credentials of remote ones: -S virtual.key=..., virtual.secret=..., "
-                             "virtual.anon=true (else from the environment)")
+                        help="what a source may make zarrfs read besides itself, repeatable (a local path, "
+                             "file://, s3://, gs://, https://...): the targets of a remote kerchunk reference "
+                             "set and where a remote server's redirects lead (by default only the source's own "
+                             "origin, never a local file), and the virtual chunk containers an Icechunk "
+                             "repository declares (none by default; credentials of remote ones: -S virtual.key=..., "
+                             "virtual.secret=..., virtual.anon=true, else from the environment)")
 
 
 def build_parser() -> argparse.ArgumentParser:

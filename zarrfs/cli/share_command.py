@@ -14,7 +14,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 from ..files.catalog import CatalogEntry
 from ..hierarchy.folders import Kind, describe_store, entry_kind, folder_kind, probe_files
-from ..stores.store import Listed, Store, redact_url
+from ..stores.redact import redact_url
+from ..stores.store import Listed, Store
 
 FILE_KINDS = {Kind.ZIPPED: "zipped store", Kind.REFERENCES: "kerchunk reference set (JSON)"}
 

@@ -127,10 +127,13 @@ def tree_lines(hierarchy: Hierarchy, semantics_of: SemanticsOf | None = None) ->
     if isinstance(root, ArrayMeta):
         yield f"/  array ({label})  {_array_line(root)}"
         yield from _meaning_lines(root, semantics_of, "    ")
-        return
-    yield f"/  group ({label})"
-    yield from _layout_lines(hierarchy, root, "    ")
-    yield from _group_lines(hierarchy, "", "  ", semantics_of)
+    else:
+        yield f"/  group ({label})"
+        yield from _layout_lines(hierarchy, root, "    ")
+        yield from _group_lines(hierarchy, "", "  ", semantics_of)
+    # A remote reference set's targets the trust rule refuses: their chunks would be EIO.
+    for refusal in hierarchy.store.refusals():
+        yield refusal.describe()
 
 
 def _layout_lines(hierarchy: Hierarchy, group: GroupMeta, indent: str) -> Iterator[str]:
@@ -177,6 +180,9 @@ def tree_json(hierarchy: Hierarchy, semantics_of: SemanticsOf | None = None) -> 
     doc = _node_json(root, semantics_of, hierarchy)
     if isinstance(root, GroupMeta):
         doc["children"] = _group_json(hierarchy, "", semantics_of)
+    refusals = hierarchy.store.refusals()
+    if refusals:
+        doc["refused_references"] = [refusal._asdict() for refusal in refusals]
     return doc
 
 

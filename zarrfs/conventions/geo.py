@@ -245,19 +245,31 @@ def _regular(coordinate: ArrayMeta, length: int, read_array: ReadArray) -> tuple
 def nodata(meta: ArrayMeta) -> tuple[float | None, str]:
     """The value marking missing cells, and where it came from ('' when there is none).
 
-    `_FillValue`, then `missing_value`; for GDAL's arrays (`_CRS`) and
-    xarray's v2 arrays (`_ARRAY_DIMENSIONS`, or a `grid_mapping`), the fill
-    value, where those writers keep `_FillValue` (xarray reads it back as
-    such, and so does GDAL). A `fill_value: null` declares none.
+    `_FillValue`, then `missing_value`; else the array's fill value when
+    it is NaN (a float array's), or for GDAL's arrays (`_CRS`) and xarray's
+    v2 arrays (`_ARRAY_DIMENSIONS`, or a `grid_mapping`), where those
+    writers keep `_FillValue` (xarray reads it back as such, and so does
+    GDAL). A `fill_value: null` declares none.
+
+    GDAL's Zarr driver reports every fill value as its array's nodata. Zarr
+    v3 requires a fill value and writers default it to 0, so a fill of 0 (or
+    any number) by itself says what unwritten chunks hold, not that the value
+    marks missing cells: stated as nodata, it would hide real zeros (dark
+    pixels, sea level) from GDAL and QGIS. NaN is no measurement: a NaN fill
+    marks missing cells, and saying so misleads no reader (formats.md).
     """
     attrs = meta.attributes
     for key in ("_FillValue", "missing_value"):
         if key in attrs:
             return _number(attrs[key], key, meta), key
+    if meta.fill_value_null or meta.dtype.kind not in "iuf":
+        return None, ""
+    fill = float(meta.fill_value.item())
+    if math.isnan(fill):
+        return fill, "fill_value NaN as nodata"
     xarray_v2 = meta.zarr_format == "2" and ("grid_mapping" in attrs or "_ARRAY_DIMENSIONS" in attrs)
-    kept_in_fill = "_CRS" in attrs or xarray_v2
-    if kept_in_fill and not meta.fill_value_null and meta.dtype.kind in "iuf":
-        return float(meta.fill_value.item()), "fill_value as nodata"
+    if "_CRS" in attrs or xarray_v2:
+        return fill, "fill_value as nodata"
     return None, ""
 
 

@@ -4,7 +4,12 @@ A map array (2-D or more, georeferenced) is a level of the layout of its
 parent or grandparent group (GDAL looks in the same two places) when one of
 the layout's assets resolves to it (`geo_layout`). Every other level whose
 array of the same name is smaller can be an overview, with three checks:
-- its array has the map's dtype and leading dimensions (a TIFF's overviews share its samples);
+- its array has the map's leading dimensions (a TIFF's overviews have its
+  bands) and holds the same numbers: the map's dtype, or another real type
+  (eopf-geozarr writes float64 means of a uint16 band) in the same byte
+  order (one TIFF file has one) under the same CF packing (stored numbers
+  of one meaning: a packed uint16 band's float levels of unpacked values
+  would be read as stored numbers);
 - its `spatial:shape`, when stated, is its array's;
 - GDAL places an overview by the size ratio alone (the full resolution's
   geotransform, pixel size scaled by width and height ratios): where its
@@ -26,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import ZarrfsError
 from ..model.meta import ArrayMeta, GroupMeta
+from .cf import quantity
 from .geo import GeoTransform, corner_transform, geozarr_crs, registration
 from .geo_layout import GeoLayout, LayoutLevel, geo_layout
 from .image import groups_above
@@ -160,9 +166,9 @@ def _pyramid(hierarchy: Hierarchy, layout: GeoLayout, own: LayoutLevel, meta: Ar
 def _check(hierarchy: Hierarchy, level: LayoutLevel, array: ArrayMeta, meta: ArrayMeta,
            geo: GeoReference) -> tuple[bool, str | None]:
     """Whether `array` can be a TIFF overview of `meta` placed as its layout says, and what to say about it."""
-    if array.dtype != meta.dtype:
-        return False, (f"is no overview: its {array.dtype} values are not the map's {meta.dtype} (a TIFF's "
-                       "overviews share its sample type)")
+    unlike = _unlike_values(array, meta)
+    if unlike is not None:
+        return False, f"is no overview: {unlike}"
     if array.shape[:-2] != meta.shape[:-2]:
         return False, (f"is no overview: its leading dimensions {list(array.shape[:-2])} are not the map's "
                        f"{list(meta.shape[:-2])}")
@@ -185,6 +191,30 @@ def _check(hierarchy: Hierarchy, level: LayoutLevel, array: ArrayMeta, meta: Arr
         return True, (f"spatial:transform {_text(stated)}: its overview is placed by the size ratio, "
                       f"{_text(placed)}, up to {off:.3g} of its pixels from it")
     return True, None
+
+
+def _unlike_values(array: ArrayMeta, meta: ArrayMeta) -> str | None:
+    """Why a level's values cannot be an overview page of the map's (None when they can): an overview page
+    of another type is read as the map's values converted, so both must be real numbers of one meaning."""
+    if array.dtype == meta.dtype:
+        return None
+    if array.dtype.kind not in "iuf" or meta.dtype.kind not in "iuf":
+        return f"its {array.dtype} values are not numbers of the map's kind ({meta.dtype})"
+    if array.dtype.itemsize > 1 and meta.dtype.itemsize > 1 and array.dtype.str[0] != meta.dtype.str[0]:
+        return f"its {array.dtype} values have another byte order than the map's {meta.dtype} (one TIFF has one)"
+    packing, map_packing = _packing(array), _packing(meta)
+    if packing != map_packing:
+        return (f"its {array.dtype} values are packed with {packing}, the map's {meta.dtype} with {map_packing}: "
+                "they are not the same stored numbers")
+    return None
+
+
+def _packing(meta: ArrayMeta) -> str:
+    """The CF packing of an array's values, as text: 'scale_factor 0.5, add_offset none'."""
+    found, _ = quantity(meta)
+    scale, offset = (None, None) if found is None else (found.scale_factor, found.add_offset)
+    return f"scale_factor {'none' if scale is None else f'{scale:g}'}, add_offset " \
+           f"{'none' if offset is None else f'{offset:g}'}"
 
 
 def _own_transform(hierarchy: Hierarchy, array: ArrayMeta) -> GeoTransform | None:

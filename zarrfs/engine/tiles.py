@@ -19,8 +19,8 @@ def read_tile_bytes(reader: ArrayReader, grid: TileGrid, sample: np.dtype, start
                     out: np.ndarray) -> None:
     """Write bytes [start, stop) of `grid`'s tile region into the uint8 array `out` (exactly that long).
 
-    `sample` is the file's element type: the array's, in its byte order
-    (bool as uint8, the same bytes).
+    `sample` is the level's element type in the file: its array's, in its
+    byte order (bool as uint8, the same bytes).
     """
     tile_nbytes, stride = grid.tile_nbytes, grid.stride
     row_nbytes = grid.tile[1] * grid.itemsize

@@ -8,16 +8,19 @@
 - A plate group's directory has `NAME.ome.tif` too (the plate's `name`, else
   the directory's): every field of every well as one image of the file, each
   with its pyramid, and the Plate/Well/WellSample elements that place them,
-  so Bio-Formats shows the plate. Fields that cannot join it (another sample
-  type) are left out of the plate file, with one log line; each still has
-  its own file in its directory.
+  so Bio-Formats shows the plate. Fields of different pixel types join it,
+  each its own Image type; a field that cannot (a multi-byte type in the
+  other byte order) is left out of the plate file, with one log line; each
+  still has its own file in its directory.
 - A bioformats2raw collection's group has `NAME.ome.tif` (NAME: the
   directory's, without a trailing `.ome`): every series as one image of
   the file, in the series order, each with its pyramid, so Bio-Formats
   shows the collection as its series. Its OME-XML is the collection's
   `OME/METADATA.ome.xml` rewritten to what the file holds
   (`formats.ome_metadata`), else built from each series' multiscales.
-  Series that cannot join it (another sample type, axes OME-TIFF cannot
+  Series of different pixel types (a uint16 fluorescence series beside a
+  uint8 RGB overview) are each an Image of its own type; series that cannot
+  join it (a multi-byte type in the other byte order, axes OME-TIFF cannot
   say) are left out and reported with the layout's own problems
   (`CollectionFile.report`, for `.group.json`).
 """
@@ -41,7 +44,7 @@ from ..engine.engine import Engine
 from ..errors import NotFoundError, ZarrfsError
 from ..formats import OME_TIFF_SUFFIX
 from ..formats.ome_metadata import merged_ome_xml
-from ..formats.ome_tiff import MAX_PLANES, ImageLevels, ome_tiff_layout, safe_file_stem, storable
+from ..formats.ome_tiff import MAX_PLANES, ImageLevels, joins, ome_tiff_layout, safe_file_stem, storable
 from ..formats.tiled_tiff import MAX_TILES
 from ..formats.ome_xml import OmePlate
 from ..model.meta import ArrayMeta, GroupMeta
@@ -134,9 +137,12 @@ def _plate_file(engine: Engine, group: GroupMeta, name: str, semantics_of: Seman
                 continue
             # As Bio-Formats names the fields of the plate formats it reads.
             levels = dataclasses.replace(levels, name=f"Well {well.path.replace('/', '')}, Field {number + 1}")
-            if images and levels.levels[0].dtype != images[0].levels[0].dtype:
-                log.warning("%s: plate /%s: field /%s has another data type than the first field; left out of "
-                            "%s", engine.hierarchy.store.display_name, plate.group_path, field.group_path, name)
+            why = "cannot be stored in an OME-TIFF" if not storable(levels) else \
+                "has another byte order than the fields before it (one file has one)" \
+                if not joins(levels, images) else None
+            if why is not None:
+                log.warning("%s: plate /%s: field /%s %s; left out of %s", engine.hierarchy.store.display_name,
+                            plate.group_path, field.group_path, why, name)
                 continue
             indices.append(len(images))
             images.append(levels)
@@ -200,8 +206,8 @@ class CollectionFile:
         for series in collection.series:
             levels = _image_levels(self._engine, series.image, self._semantics_of)
             why = "its level 0 is no array OME-TIFF can hold" if levels is None or not storable(levels) else \
-                "another data type than the first series (one file holds one)" \
-                if images and levels.levels[0].dtype != images[0].levels[0].dtype else None
+                "another byte order than the series before it (one file has one)" \
+                if not joins(levels, images) else None
             if why is not None:
                 left_out.append(f"series {series.path!r} left out of {self.name}: {why}")
                 continue

@@ -32,7 +32,7 @@ class TileRegions(Protocol):
 
     size: int
     grids: tuple[TileGrid, ...]
-    sample: np.dtype
+    samples: tuple[np.dtype, ...]  # each level's element type
     head: bytes  # the file's first bytes, its IFDs (formats/tiff_head.py)
 
     def read_into(self, offset: int, out: np.ndarray, read_tiles: Any) -> int: ...
@@ -53,7 +53,7 @@ class TiledFile(VirtualFile):
 
     def read_tiles(self, level: int, start: int, stop: int, target: np.ndarray) -> None:
         """Bytes [start, stop) of level `level`'s tile region into the uint8 array `target`."""
-        read_tile_bytes(self.engine.reader(self.paths[level]), self.layout.grids[level], self.layout.sample,
+        read_tile_bytes(self.engine.reader(self.paths[level]), self.layout.grids[level], self.layout.samples[level],
                         start, stop, target)
 
 

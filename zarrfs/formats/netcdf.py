@@ -361,7 +361,9 @@ def _variable_attributes(meta: ArrayMeta, nc_type: int, conversion: str,
 
 
 def _fill_value(meta: ArrayMeta) -> Any:
-    """`_FillValue` where xarray keeps it: the attribute (v3; floats as base64), else a v2 `fill_value`."""
+    """`_FillValue` where xarray keeps it: the attribute (v3; floats as base64), else a v2 `fill_value`;
+    else a NaN `fill_value`, which marks missing cells as zarrfs's other files state them (`conventions.geo.
+    nodata`): without it GDAL's netCDF driver would take netCDF's default fill (9.97e36) for the nodata."""
     value = meta.attributes.get("_FillValue")
     if isinstance(value, str) and meta.dtype.kind == "f":
         text = value.strip().lower()
@@ -376,6 +378,8 @@ def _fill_value(meta: ArrayMeta) -> Any:
         return value
     if meta.zarr_format == "2" and not meta.fill_value_null and meta.dtype.kind in "biuf":
         return meta.fill_value.item()
+    if meta.dtype.kind == "f" and not meta.fill_value_null and math.isnan(meta.fill_value.item()):
+        return math.nan
     return None
 
 

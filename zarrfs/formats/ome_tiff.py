@@ -9,6 +9,11 @@ read as one image with a resolution pyramid:
   largest first: level k of plane p is plane p of the k-th coarser level
   array, so only levels with the same leading shape and dtype qualify
   (`conventions.pyramid.overview_levels`);
+- several images (a plate's fields, a collection's series) may each have
+  their own pixel type: OME-XML states one `Pixels Type` per Image and each
+  IFD its own BitsPerSample and SampleFormat, which is how Bio-Formats and
+  tifffile read each series. The file has one byte order: an image whose
+  multi-byte type has the other one cannot join it (`joins`);
 - tiles are the levels' chunks (or equal parts of them), uncompressed, so
   one tile is one chunk lookup, as in `N.tiled.tif` (`tiled_tiff`);
 - the OME-XML in the first IFD's ImageDescription; the physical pixel size
@@ -39,6 +44,8 @@ from .tiled_tiff import (
     _ZeroSkippingSink,
     centimetre_resolution,
     checked_page_regions,
+    file_byteorder,
+    one_byte_order,
 )
 
 _CLASSIC_LIMIT = 2**32
@@ -72,17 +79,18 @@ def ome_tiff_layout(images: Sequence[ImageLevels], uuid: str, file_name: str, pl
                     ) -> tuple[TiledLayout, tuple[ArrayMeta, ...]] | None:
     """The OME-TIFF of `images`, one after the other, and the array serving each of its tile grids.
 
-    None when OME-TIFF cannot hold the first image, or the images need
-    different sample types (one file has one); with a `plate`, its wells
-    refer to images by their index in `images`, so every image must fit.
-    `rewrite` turns the OME-XML built for the images into the one the file
-    carries (a collection's original metadata, `ome_metadata`).
+    None when OME-TIFF cannot hold one of the images, or they need both
+    byte orders (`joins`); with a `plate`, its wells refer to images by
+    their index in `images`, so every image must fit. `rewrite` turns the
+    OME-XML built for the images into the one the file carries (a
+    collection's original metadata, `ome_metadata`).
     """
     stored = [_stored(image) for image in images]
-    if stored[0] is None or (len(stored) > 1 and any(
-            s is None or s.pixels.dtype != stored[0].pixels.dtype for s in stored)):
+    if any(s is None for s in stored):
         return None
     kept: list[_Stored] = stored  # type: ignore[assignment]
+    if None in one_byte_order([s.pixels.dtype for s in kept]):
+        return None
     grids = [grid for s in kept for grid in s.grids]
     if sum(s.grids[0].planes for s in kept) > MAX_PLANES or sum(g.planes * g.tiles_per_plane
                                                                  for g in grids) > MAX_TILES:
@@ -99,6 +107,13 @@ def ome_tiff_layout(images: Sequence[ImageLevels], uuid: str, file_name: str, pl
 def storable(image: ImageLevels) -> bool:
     """Whether an OME-TIFF can hold `image` (its sample type, axes and sizes)."""
     return _stored(image) is not None
+
+
+def joins(image: ImageLevels, joined: Sequence[ImageLevels]) -> bool:
+    """Whether `image` can be stored in one file with the images that `joined` it before: a multi-byte type
+    in the other byte order than theirs cannot (a tile is its chunk's bytes, never swapped)."""
+    samples = [_sample_dtype(other.levels[0].dtype) for other in (*joined, image)]
+    return None not in one_byte_order(samples)
 
 
 def _stored(image: ImageLevels) -> _Stored | None:
@@ -121,9 +136,8 @@ def _stored(image: ImageLevels) -> _Stored | None:
 
 
 def _build(images: list[_Stored], bigtiff: bool, description: bytes) -> TiledLayout:
-    sample = images[0].pixels.dtype
     sink = _ZeroSkippingSink()
-    byteorder = ">" if sample.str[0] == ">" else "<"
+    byteorder = file_byteorder([image.pixels.dtype for image in images])
     with tifffile.TiffWriter(sink, bigtiff=bigtiff, byteorder=byteorder, ome=False, shaped=False) as writer:
         for number, image in enumerate(images):
             resolution = image.resolution
@@ -141,7 +155,7 @@ def _build(images: list[_Stored], bigtiff: bool, description: bytes) -> TiledLay
                 writer.write(
                     itertools.repeat(placeholder, grid.planes * grid.tiles_per_plane),
                     shape=(grid.planes, grid.height, grid.width),
-                    dtype=sample,
+                    dtype=image.pixels.dtype,
                     tile=grid.tile,
                     photometric="minisblack",
                     subfiletype=0 if level == 0 else 1,
@@ -151,6 +165,7 @@ def _build(images: list[_Stored], bigtiff: bool, description: bytes) -> TiledLay
                     **extra,
                 )
     grids = [grid for image in images for grid in image.grids]
+    samples = tuple(image.pixels.dtype for image in images for _ in image.grids)
     sink.seek(0)
     with tifffile.TiffFile(sink) as tif:
         main = iter(tif.pages)
@@ -160,7 +175,7 @@ def _build(images: list[_Stored], bigtiff: bool, description: bytes) -> TiledLay
             pages_by_level.append(planes)
             pages_by_level += [[_sub_page(tif, page, k) for page in planes] for k in range(len(image.grids) - 1)]
         regions = checked_page_regions(pages_by_level, grids)
-    return TiledLayout(metadata_first(sink, grids, regions, bigtiff, byteorder), tuple(grids), sample)
+    return TiledLayout(metadata_first(sink, grids, regions, bigtiff, byteorder), tuple(grids), samples)
 
 
 def _sub_page(tif: tifffile.TiffFile, page: Any, k: int) -> tifffile.TiffPage:

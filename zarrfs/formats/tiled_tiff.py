@@ -34,7 +34,12 @@ level 0 of a multiscale image and is a single page, the coarser levels
 (same leading dimensions, `conventions.pyramid`) follow as reduced-resolution
 pages (NewSubfileType 1) of the same samples, each tiled by its own chunks,
 so GDAL lists them as overviews and serves them from those levels' chunks,
-never computed.
+never computed. Each page states its own sample type (BitsPerSample,
+SampleFormat): a GeoZarr level of another data type (eopf-geozarr's float64
+means of a uint16 band, `conventions.geo_pyramid`) is a page of its own type,
+which GDAL takes as an overview (it asks an overview for its band count
+alone) and converts on a read at the map's type. The file has one byte
+order: a level whose multi-byte type has the other one ends the overviews.
 
 tifffile writes the structure into a sparse sink (tiles are reserved, not
 held); the tile offsets it wrote are read back and checked against the
@@ -102,7 +107,8 @@ class TiledLayout:
 
     parts: tuple[Part, ...]
     grids: tuple[TileGrid, ...]  # one per level, level 0 first
-    sample: numpy.dtype  # the file's element type (the array's, in its byte order; bool as uint8)
+    # Each level's element type (its array's, in the file's byte order; bool as uint8).
+    samples: tuple[numpy.dtype, ...]
     _starts: tuple[int, ...] = field(init=False, repr=False)
     size: int = field(init=False)
 
@@ -176,7 +182,8 @@ def tiled_plan(levels: Sequence[ArrayMeta], semantics: Semantics | None = None) 
     if sample is None or meta.ndim < 2 or 0 in meta.shape or max(meta.shape[-2:]) >= 2**32:
         return None
     bands = meta.ndim == 3 and 2 <= meta.shape[0] <= MAX_BANDS
-    found = [_grid(level, sample, bands) for level in levels]
+    samples = one_byte_order([_sample_dtype(level.dtype) for level in levels])
+    found = [_grid(level, s, bands) if s is not None else None for level, s in zip(levels, samples, strict=True)]
     grids = found[:found.index(None)] if None in found else found  # levels with chunks of one shape
     if not grids:
         return None
@@ -199,7 +206,20 @@ def tiled_plan(levels: Sequence[ArrayMeta], semantics: Semantics | None = None) 
     overhead = sum(g.pages * (_IFD_BOUND + _SAMPLE_TAGS * g.samples + _tags_nbytes(extratags))
                    + 16 * g.planes * g.tiles_per_plane for g in grids)
     bigtiff = sum(g.nbytes for g in grids) + overhead > _CLASSIC_LIMIT
-    return functools.partial(_build, grids, sample, bigtiff, extratags, resolution)
+    return functools.partial(_build, grids, tuple(samples[:len(grids)]), bigtiff, extratags,  # type: ignore[arg-type]
+                             resolution)
+
+
+def one_byte_order(samples: Sequence[numpy.dtype | None]) -> list[numpy.dtype | None]:
+    """`samples` as one file holds them: the byte order of the first multi-byte type is the file's; a
+    multi-byte type in the other order becomes None (a tile is its chunk's bytes, never swapped)."""
+    order = next((s.str[0] for s in samples if s is not None and s.itemsize > 1), "<")  # '<' or '>'
+    return [s if s is None or s.itemsize == 1 or s.str[0] == order else None for s in samples]
+
+
+def file_byteorder(samples: Sequence[numpy.dtype]) -> str:
+    """tifffile's byte order for a file of `samples` (`one_byte_order`): big-endian when they are."""
+    return ">" if any(s.itemsize > 1 and s.str[0] == ">" for s in samples) else "<"
 
 
 def _grid(meta: ArrayMeta, sample: numpy.dtype, bands: bool) -> TileGrid | None:
@@ -228,12 +248,12 @@ def centimetre_resolution(axes: Sequence[Axis]) -> tuple[float, float] | None:
     return resolution[0], resolution[1]
 
 
-def _build(grids: list[TileGrid], sample: numpy.dtype, bigtiff: bool, extratags: tuple,
+def _build(grids: list[TileGrid], samples: tuple[numpy.dtype, ...], bigtiff: bool, extratags: tuple,
            resolution: tuple[tuple[float, float], int] | None) -> TiledLayout:
     sink = _ZeroSkippingSink()
-    byteorder = ">" if sample.str[0] == ">" else "<"
+    byteorder = file_byteorder(samples)
     with tifffile.TiffWriter(sink, bigtiff=bigtiff, byteorder=byteorder, shaped=False, ome=False) as writer:
-        for level, grid in enumerate(grids):
+        for level, (grid, sample) in enumerate(zip(grids, samples, strict=True)):
             extra: dict[str, Any] = {}
             if level == 0:
                 extra["extratags"] = extratags
@@ -259,7 +279,7 @@ def _build(grids: list[TileGrid], sample: numpy.dtype, bigtiff: bool, extratags:
                 **extra,
             )
     return TiledLayout(metadata_first(sink, grids, _page_regions(sink, grids), bigtiff, byteorder), tuple(grids),
-                       sample)
+                       samples)
 
 
 def _page_regions(sink: _SparseFile, grids: list[TileGrid]) -> list[tuple[int, int, int]]:

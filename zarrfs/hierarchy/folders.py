@@ -36,7 +36,8 @@ from typing import Any
 from ..options import StoreOptions
 from ..stores.icechunk import looks_like_repository
 from ..stores.references import PARQUET_SUFFIXES, SNIFF_BYTES, looks_like_references
-from ..stores.store import Listed, Store, redact_url
+from ..stores.redact import redact_url
+from ..stores.store import Listed, Store
 
 log = logging.getLogger(__name__)
 

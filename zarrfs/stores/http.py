@@ -19,7 +19,9 @@ with conditional GETs (`fetch`): a 304 costs a round trip and no body.
 
 Answers mean what they mean for fsspec's HTTP file system, so `Store`'s
 retries treat them alike: 404 and 410 are a missing key
-(FileNotFoundError); redirects are followed (up to `MAX_REDIRECTS`); any
+(FileNotFoundError); redirects are followed (up to `MAX_REDIRECTS`), each
+one only where the source's trust rule lets it lead (trust.py: the same
+origin, or a prefix `--virtual-chunks` authorised; else TargetRefused); any
 other status, a reset, a body shorter than its Content-Length
 (http.client's IncompleteRead) is an OSError worth another try. A request
 gets `timeout` seconds from its first byte sent to its last byte read: each
@@ -34,6 +36,7 @@ import time
 from urllib.parse import quote, urljoin, urlsplit
 
 from ..versions import package_version
+from .trust import TrustRule
 
 MAX_REDIRECTS = 5
 # The body is read this much at a time, the deadline checked between pieces.
@@ -50,8 +53,9 @@ _SAFE = "/%:@!$&'()*+,;=-._~"
 class HttpReader:
     """GETs of whole objects or byte ranges of http(s) URLs on pooled keep-alive connections."""
 
-    def __init__(self, timeout: float) -> None:
+    def __init__(self, timeout: float, rule: TrustRule | None = None) -> None:
         self.timeout = timeout
+        self._rule = rule  # where a redirect may lead (None: anywhere, for tests of the client alone)
         self._user_agent = f"zarrfs/{package_version('zarrfs')}"
         self._lock = threading.Lock()
         self._idle: dict[tuple[str, str], list[http.client.HTTPConnection]] = {}  # by (scheme, host:port)
@@ -89,6 +93,8 @@ class HttpReader:
             answer = self._get(url, byte_range, deadline, conditions)
             if isinstance(answer, str):
                 url = urljoin(url, answer)
+                if self._rule is not None:
+                    url = self._rule.check(url, what="redirect to")
                 continue
             return answer
         raise OSError(f"more than {MAX_REDIRECTS} redirects from {url}")

@@ -16,8 +16,8 @@ Virtual chunks point into other files through the containers the
 repository's config declares (`file:///data/nc/`, `s3://bucket/`). Following
 them reads whatever the repository points at, so a container is authorized
 only when it lies under a prefix the user names (`--virtual-chunks PREFIX`,
-a plain path meaning `file://` + that absolute path); nothing is followed by
-default. Credentials of remote containers come from storage options spelled
+a plain path meaning `file://` + that absolute path; compared as trust.py
+compares every target); nothing is followed by default. Credentials of remote containers come from storage options spelled
 `virtual.KEY` (`-S virtual.key=@env:NAME`, fsspec's names: key, secret, token,
 anon), so they take the same way off the command line and out of logs as
 every other credential; without them, from the environment. A chunk in a
@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import logging
 import os
-import posixpath
 import re
 import sys
 from typing import Any
@@ -40,6 +39,7 @@ from urllib.parse import urlsplit
 from fsspec.asyn import AsyncFileSystem
 
 from ..errors import NotZarrError
+from .trust import TrustRule
 
 log = logging.getLogger(__name__)
 
@@ -129,29 +129,15 @@ def _newer_icechunk_needed(icechunk: Any) -> str:
             f"install icechunk 2 (`pip install 'icechunk>=2.1'`){python}")
 
 
-def allowed_prefix(text: str) -> str:
-    """A --virtual-chunks value as a URL prefix ending in '/': a plain path is file:// + its absolute path."""
-    if "://" not in text:
-        text = "file://" + os.path.abspath(os.path.expanduser(text))
-    return _as_directory(text)
-
-
-def _as_directory(url: str) -> str:
-    scheme, _, rest = url.partition("://")
-    if scheme == "file":  # '..' must not lead a container out of the path the user named
-        rest = posixpath.normpath(rest) if rest else "/"
-    return f"{scheme}://{rest.rstrip('/')}/"
-
-
 def _virtual_access(icechunk: Any, storage: Any, source: str, allowed: tuple[str, ...],
                     options: dict[str, Any]) -> dict[str, Any]:
     """Credentials for each container the repository declares that lies under an allowed prefix."""
     config = icechunk.Repository.fetch_config(storage)
     declared = sorted((config.virtual_chunk_containers or {}) if config is not None else {})
-    prefixes = [allowed_prefix(a) for a in allowed]
+    rule = TrustRule(None, allowed)  # the prefixes, as the trust rule reads them (trust.py)
     access = {}
     for container in declared:
-        if any(_as_directory(container).startswith(prefix) for prefix in prefixes):
+        if rule.authorises_prefix(container):
             access[container] = _credentials(icechunk, container, options)
     refused = [c for c in declared if c not in access]
     if refused:

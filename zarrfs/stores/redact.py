@@ -20,7 +20,14 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from .store import redact_url
+
+# Credentials that may sit in a URL (user:password@host); never log them.
+_URL_CREDENTIALS = re.compile(r"(?<=://)[^/@\s]+@")
+
+
+def redact_url(url: str) -> str:
+    """`url` without user:password, for log lines and error messages."""
+    return _URL_CREDENTIALS.sub("***@", url)
 
 # Option names (at any depth of a JSON value) whose values are credentials.
 SENSITIVE = re.compile(r"secret|passw|token|key|credential|auth|signature|sas", re.IGNORECASE)

@@ -15,11 +15,14 @@ from __future__ import annotations
 
 import json
 import posixpath
+from collections.abc import Iterator
 from typing import Any
 
+from fsspec import AbstractFileSystem
 from fsspec.core import split_protocol, url_to_fs
 
 from ..errors import NotZarrError
+from .trust import guarded_options, is_local_source, trust_rule
 
 PROTOCOL = "reference"
 PARQUET_SUFFIXES = (".parq", ".parquet")
@@ -27,17 +30,24 @@ PARQUET_SUFFIXES = (".parq", ".parquet")
 SNIFF_BYTES = 4096
 
 
-def is_reference_source(source: str, storage_options: dict[str, Any]) -> bool:
-    """Whether SOURCE names a reference set: `reference://…`, or a JSON file / Parquet directory of references."""
+def is_reference_source(source: str, storage_options: dict[str, Any], allowed: tuple[str, ...] = ()) -> bool:
+    """Whether SOURCE names a reference set: `reference://…`, or a JSON file / Parquet directory of references.
+
+    `allowed`: the prefixes the user authorised, for a redirect met while looking (trust.py).
+    """
     if source.split("::")[-1].startswith(f"{PROTOCOL}://") or "fo" in storage_options:
         return True
     if "::" in source:
         return False  # a chained URL says what it is
     # Parquet reference directories are recognised by name: telling one from a consolidated
     # Zarr v2 store by content would cost every such store an extra read of its .zmetadata.
+    try:
+        options = guarded_options(split_protocol(source)[0], {}, trust_rule(source, allowed))
+    except ValueError:
+        return False  # a URL the trust rule cannot judge: Store.open says why
     if source.rstrip("/").lower().endswith(PARQUET_SUFFIXES):
-        return _looks_like_parquet_references(source)
-    return _looks_like_json_references(source)
+        return _looks_like_parquet_references(source, options)
+    return _looks_like_json_references(source, options)
 
 
 def reference_options(source: str, storage_options: dict[str, Any]) -> tuple[str, dict[str, Any]]:
@@ -47,7 +57,9 @@ def reference_options(source: str, storage_options: dict[str, Any]) -> tuple[str
     `refs.json` (or `refs.parq`, a Parquet directory) are the same. Options
     other than `fo` pass through: `target_options` (for reading the
     reference file), `remote_protocol` and `remote_options` (for the files
-    the references point into).
+    the references point into). A remote reference set's remote protocol is
+    its origin's unless given (guarded_references.py), never looked up in
+    its references.
     """
     options = dict(storage_options)
     target = source.split("::")[-1]
@@ -58,17 +70,17 @@ def reference_options(source: str, storage_options: dict[str, Any]) -> tuple[str
     if not options["fo"]:
         raise NotZarrError("reference:// needs the kerchunk reference file (JSON or a Parquet reference "
                            "directory): `reference://refs.json`, or `reference:// -S fo=refs.json`")
-    if "remote_protocol" not in options and _looks_like_parquet_references(str(options["fo"]),
-                                                                         options.get("target_options")):
+    if "remote_protocol" not in options and is_local_source(str(options["fo"])) and \
+            _looks_like_parquet_references(str(options["fo"]), options.get("target_options")):
         options["remote_protocol"] = _parquet_remote_protocol(str(options["fo"]), options.get("target_options"))
     return f"{PROTOCOL}://", options
 
 
-def _looks_like_json_references(source: str) -> bool:
+def _looks_like_json_references(source: str, options: dict[str, Any]) -> bool:
     if not source.lower().endswith(".json"):
         return False
     try:
-        fs, path = url_to_fs(source)
+        fs, path = url_to_fs(source, **options)
         with fs.open(path, "rb") as head:
             start = head.read(SNIFF_BYTES).lstrip()
     except (OSError, ValueError, ImportError):
@@ -96,13 +108,18 @@ def _looks_like_parquet_references(source: str, target_options: dict[str, Any] |
 
 def _parquet_remote_protocol(source: str, target_options: dict[str, Any] | None) -> str:
     """The protocol of the files a Parquet reference set points into, from its first non-inline reference."""
+    fs, path = url_to_fs(source, **(target_options or {}))
+    for target in parquet_targets(fs, path):
+        return split_protocol(str(target))[0] or "file"
+    return "file"
+
+
+def parquet_targets(fs: AbstractFileSystem, root: str) -> Iterator[str]:
+    """The distinct target paths of each `refs.N.parq` file of a Parquet reference directory, file by file."""
     import pandas  # a Parquet reference set needs it anyway (fsspec's LazyReferenceMapper)
 
-    fs, path = url_to_fs(source, **(target_options or {}))
-    for parquet in sorted(fs.glob(posixpath.join(path, "**", "refs.*.parq"))):
+    for parquet in sorted(fs.glob(posixpath.join(root, "**", "refs.*.parq"))):
         with fs.open(parquet, "rb") as handle:
             paths = pandas.read_parquet(handle, columns=["path"])["path"].dropna()
-        if len(paths):
-            return split_protocol(str(paths.iloc[0]))[0] or "file"
-    return "file"
+        yield from (str(path) for path in paths.unique())
 

@@ -16,7 +16,6 @@ import datetime
 import logging
 import os
 import random
-import re
 import threading
 import time
 from collections.abc import Callable
@@ -33,9 +32,12 @@ from ..errors import NotZarrError, StoreError
 from ..options import MAX_BACKOFF, StoreOptions
 from . import http_listing
 from .disk_cache import DiskCache, Fetched
+from .guarded_references import GuardedReferenceFileSystem
 from .http import HttpReader
 from .icechunk import IcechunkFileSystem, local_repository, open_session_store, split_virtual_options
+from .redact import redact_url
 from .references import PROTOCOL, is_reference_source, reference_options
+from .trust import HTTP_SCHEMES, Refusal, guarded_options, trust_rule
 
 log = logging.getLogger(__name__)
 
@@ -43,8 +45,6 @@ log = logging.getLogger(__name__)
 _MISSING = (FileNotFoundError, KeyError, IsADirectoryError, NotADirectoryError)
 # Errors that another try cannot fix: fail at once instead of after the backoff.
 _PERMANENT = (PermissionError,)
-# Credentials that may sit in a URL (user:password@host); never log them.
-_URL_CREDENTIALS = re.compile(r"(?<=://)[^/@\s]+@")
 # A zipped OME-Zarr (RFC-9): a zip archive with the hierarchy at its top.
 OZX_SUFFIX = ".ozx"
 
@@ -58,11 +58,6 @@ def zipped_ome_zarr(url: str) -> str:
     if "::" in url or not urlsplit(url).path.rstrip("/").lower().endswith(OZX_SUFFIX):
         return url
     return f"zip::{url}"
-
-
-def redact_url(url: str) -> str:
-    """`url` without user:password, for log lines and error messages."""
-    return _URL_CREDENTIALS.sub("***@", url)
 
 
 def backend_defaults(protocol: str, options: StoreOptions) -> dict[str, Any]:
@@ -244,24 +239,44 @@ class Store:
         url = zipped_ome_zarr(url)
         protocol = url.split("::")[-1].partition("://")[0] if "://" in url else "file"
         given, _ = split_virtual_options(dict(storage_options or {}))  # those are for an Icechunk repository's
-        fs_url = url
-        if is_reference_source(url, given):
-            fs_url, given = reference_options(url, given)
-            protocol = PROTOCOL
+        try:
+            if is_reference_source(url, given, options.virtual_chunks):
+                return cls._open_references(url, given, options)
+            # What the source may make zarrfs read besides itself: a redirect's target (trust.py).
+            rule = trust_rule(url, options.virtual_chunks)
+        except ValueError as exc:
+            raise NotZarrError(f"cannot open {redact_url(url)}: {exc}") from exc
         # Plain http(s) URLs read their objects with zarrfs's own client (http.py); given storage
         # options (headers, auth, client arguments) or credentials in the URL, fsspec does it all.
-        plain_http = (protocol in ("http", "https") and "::" not in url and not given
+        plain_http = (protocol in HTTP_SCHEMES and "::" not in url and not given
                       and "@" not in urlsplit(url).netloc)
         if plain_http:  # fsspec's root for an http(s) URL is the URL itself; its file system waits
-            return cls(lambda: url_to_fs(fs_url)[0], fs_url, redact_url(url), options, HttpReader(options.timeout),
+            return cls(lambda: url_to_fs(url)[0], url, redact_url(url), options, HttpReader(options.timeout, rule),
                        identity=redact_url(url))
+        if "::" not in url:
+            given = guarded_options(protocol, given, rule)
         kwargs = _merged(backend_defaults(protocol, options), given)
-        if "::" in fs_url and kwargs and protocol not in kwargs:
+        if "::" in url and kwargs and protocol not in kwargs:
             # A chained URL (zip::s3://...): fsspec gives options named by a protocol to that layer, the rest
             # to the outermost (the archive): the given ones are for the place the bytes come from.
             kwargs = {protocol: kwargs}
+        fs, root = cls._make_fs(url, protocol, lambda: url_to_fs(url, **kwargs))
+        return cls(fs, root, redact_url(url), options, identity=_identity(url, given))
+
+    @classmethod
+    def _open_references(cls, url: str, given: dict[str, Any], options: StoreOptions) -> Store:
+        """A reference set, its every target judged by the trust rule of the reference file's origin."""
+        _, given = reference_options(url, given)
+        rule = trust_rule(str(given["fo"]), options.virtual_chunks)
+        fs, root = cls._make_fs(url, PROTOCOL, lambda: (GuardedReferenceFileSystem(rule=rule, **given), ""))
+        return cls(fs, root, redact_url(url), options, identity=_identity(url, given))
+
+    @staticmethod
+    def _make_fs(url: str, protocol: str, make: Callable[[], tuple[fsspec.AbstractFileSystem, str]],
+                 ) -> tuple[fsspec.AbstractFileSystem, str]:
+        """`make()`'s file system and root, its failures as NotZarrError."""
         try:
-            fs, root = url_to_fs(fs_url, **kwargs)
+            return make()
         except FileNotFoundError as exc:
             raise NotZarrError(f"cannot open {redact_url(url)}: {exc.filename or exc} does not exist "
                                "(check the path or URL)") from exc
@@ -270,7 +285,6 @@ class Store:
             raise NotZarrError(f"cannot open {redact_url(url)}: {what}: {exc}") from exc
         except (ImportError, TypeError, OSError) as exc:
             raise NotZarrError(f"cannot open {redact_url(url)}: {exc}") from exc
-        return cls(fs, root, redact_url(url), options, identity=_identity(url, given))
 
     @classmethod
     def open_icechunk(cls, source: str, storage_options: dict[str, Any] | None = None,
@@ -305,6 +319,11 @@ class Store:
     @property
     def bytes_fetched(self) -> int:
         return self.stats.bytes_fetched
+
+    def refusals(self) -> list[Refusal]:
+        """The targets of a reference set that the trust rule refuses, once per prefix (none for other
+        sources): what `zarrfs tree` lists. Reads the references (a Parquet set's files), no target."""
+        return self._fs.refusals() if isinstance(self._fs, GuardedReferenceFileSystem) else []
 
     def local_path(self, key: str) -> str | None:
         """The operating-system path of `key` when the store is a local directory, else None."""
