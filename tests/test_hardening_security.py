@@ -28,7 +28,7 @@ from mountutil import Mount, mount_in, mounted, mounted_many, run_zarrfs
 from zarrfs.engine.engine import Engine
 from zarrfs.errors import MetadataError
 from zarrfs.fuse.ops import ZarrOperations
-from zarrfs.model.limits import CHILDREN_VARIABLE, DEFAULT_MAX_GROUP_CHILDREN, SIZE_VARIABLE
+from zarrfs.model.limits import DEFAULT_MAX_DOCUMENT_BYTES, HELD_VARIABLE, SIZE_VARIABLE
 
 
 @pytest.fixture(scope="module")
@@ -224,7 +224,7 @@ def test_deeply_nested_json_is_refused_by_its_depth(depth: int, tmp_path: Path) 
         Engine.open(str(store))
 
 
-def test_a_million_consolidated_nodes_are_refused(tmp_path: Path) -> None:
+def test_two_million_consolidated_nodes_are_refused(tmp_path: Path) -> None:
     store = tmp_path / "s.zarr"
     group = {"zarr_format": 3, "node_type": "group"}
     # The document's text is put together from its parts: json.dumps of a million dicts would be
@@ -232,32 +232,44 @@ def test_a_million_consolidated_nodes_are_refused(tmp_path: Path) -> None:
     shell = json.dumps({**group, "consolidated_metadata": {"kind": "inline", "must_understand": False,
                                                            "metadata": {}}})
     node = json.dumps(group)
-    nodes = ", ".join(f'"g{i}": {node}' for i in range(1_000_000))
+    nodes = ", ".join(f'"g{i}": {node}' for i in range(2_000_000))
     store.mkdir()
     (store / "zarr.json").write_text(shell.replace('"metadata": {}', f'"metadata": {{{nodes}}}'))
-    with pytest.raises(MetadataError, match=f"over the 32 MiB limit.*{SIZE_VARIABLE}"):  # by size, unparsed
+    with pytest.raises(MetadataError,  # by size, unparsed
+                       match=f"over the {DEFAULT_MAX_DOCUMENT_BYTES >> 20} MiB limit.*{SIZE_VARIABLE}"):
         Engine.open(str(store))
 
 
-def test_a_huge_group_lists_a_bounded_number_of_children(tmp_path: Path) -> None:
-    """30,000 arrays in one group (consolidated, 5 MB): `ls` shows the first 10,000 and the log says why."""
-    store = tmp_path / "many.zarr"
+def _wide_group(store: Path, count: int) -> None:
+    """A consolidated v2 group of `count` small arrays."""
     array = {"zarr_format": 2, "shape": [10], "chunks": [10], "dtype": "<u2", "compressor": None,
              "fill_value": 0, "order": "C", "filters": None}
     metadata: dict[str, object] = {".zgroup": {"zarr_format": 2}}
-    metadata |= {f"a{i:05d}/.zarray": array for i in range(30_000)}
+    metadata |= {f"a{i:05d}/.zarray": array for i in range(count)}
     write_json(store / ".zmetadata", {"zarr_consolidated_format": 1, "metadata": metadata})
     write_json(store / ".zgroup", {"zarr_format": 2})
+
+
+def test_a_wide_group_lists_every_child(tmp_path: Path) -> None:
+    """30,000 arrays in one group (consolidated, 5 MB): every one is listed, and each opens by name."""
+    store = tmp_path / "many.zarr"
+    _wide_group(store, 30_000)
+    with mounted(store, tmp_path / "mnt", tmp_path / "log", "--formats", "raw") as mount:
+        names = set(os.listdir(mount.root))
+        assert names == {f"a{i:05d}.raw" for i in range(30_000)} | {".group.json", ".zarrfs-stats.json"}
+        assert (mount / "a29999.raw").read_bytes() == bytes(20)  # fill value 0, ten uint16
+
+
+def test_a_group_past_the_metadata_bound_is_refused_whole_and_said(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """The bound is memory, not a count: past it the group's listing fails (EFBIG) with the reason and the
+    setting that raises it; nothing is listed in part."""
+    store = tmp_path / "many.zarr"
+    _wide_group(store, 2_000)
+    monkeypatch.setenv(HELD_VARIABLE, "16M")  # 2,000 listed children hold about 31 MiB
     with mounted(store, tmp_path / "mnt", tmp_path / "log", "--formats", "raw",
-                 expected_log=[rf"WARNING .*30000 children; listing the first {DEFAULT_MAX_GROUP_CHILDREN}"
-                               rf".*{CHILDREN_VARIABLE}"]) as mount:
-        names = os.listdir(mount.root)
-        assert mount.pid is not None
-        status = Path(f"/proc/{mount.pid}/status").read_text()
-        peak = int(status.split("VmHWM:")[1].split()[0]) >> 10
-        print(f"group of 30,000 arrays: {len(names)} names listed, daemon peak {peak} MiB")
-        assert len(names) == DEFAULT_MAX_GROUP_CHILDREN + 2  # .group.json, .zarrfs-stats.json
-        assert "a00000.raw" in names and "a09999.raw" in names and "a10000.raw" not in names
-        assert peak < 400
-        assert sum("30000 children" in line for line in mount.log_lines()) == 1
+                 expected_log=[rf"ERROR .*2000 children.*over the 16 MiB bound.*{HELD_VARIABLE}"]) as mount:
+        with pytest.raises(OSError) as raised:
+            os.listdir(mount.root)
+        assert raised.value.errno == errno.EFBIG
 

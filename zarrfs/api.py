@@ -40,10 +40,12 @@ _FLAGS = {
     "disk_cache": "--disk-cache",
     "disk_cache_size": "--disk-cache-size",
     "ready_timeout": "--ready-timeout",
+    "catalog": "--catalog",  # with source None: the catalog's sources, each a top-level directory
+    "max_open_stores": "--max-open-stores",
 }
 
 
-def mount_argv(source: str, mountpoint: str, *, formats: Sequence[str] | None = None,
+def mount_argv(source: str | None, mountpoint: str, *, formats: Sequence[str] | None = None,
                storage_options: dict[str, Any] | None = None, allow_other: bool = False,
                fuse_options: Sequence[str] = (), **options: Any) -> list[str]:
     """The `zarrfs mount` arguments for these keyword options (see `mounted`)."""
@@ -51,7 +53,7 @@ def mount_argv(source: str, mountpoint: str, *, formats: Sequence[str] | None = 
     if unknown:
         raise OptionsError(f"zarrfs.mounted: unknown option(s) {unknown}; choose from "
                            f"{sorted([*_FLAGS, 'formats', 'storage_options', 'allow_other', 'fuse_options'])}")
-    argv = ["mount", str(source), str(mountpoint)]
+    argv = ["mount", *([] if source is None else [str(source)]), str(mountpoint)]
     for name, value in options.items():
         for item in value if isinstance(value, list | tuple) else [] if value is None else [value]:
             argv += [_FLAGS[name], str(item)]
@@ -67,7 +69,7 @@ def mount_argv(source: str, mountpoint: str, *, formats: Sequence[str] | None = 
 
 
 @contextmanager
-def mounted(source: str | Path, mountpoint: str | Path | None = None, **options: Any) -> Iterator[Path]:
+def mounted(source: str | Path | None, mountpoint: str | Path | None = None, **options: Any) -> Iterator[Path]:
     """Mount SOURCE for the block and yield the mount point as a `Path`; unmount on exit.
 
     `mountpoint`: an existing empty directory, or None for a new temporary
@@ -78,21 +80,24 @@ def mounted(source: str | Path, mountpoint: str | Path | None = None, **options:
     redirects may reach besides their origin; Icechunk's containers), `workers`,
     `max_concurrency`, `timeout`, `retries`, `metadata_ttl`, `allow_other`,
     `disk_cache="/var/cache/zarrfs"` and `disk_cache_size="20G"`,
-    `fuse_options=["max_read=1048576"]`, `log_file`, `log_level`.
+    `fuse_options=["max_read=1048576"]`, `log_file`, `log_level`; for a share or catalog of many
+    stores `max_open_stores`, and `catalog="catalog.toml"` with `source` None.
     Raises `zarrfs.errors.ZarrfsError` (with the same message the command
     prints) when the mount fails. If files are still open at the end, the
     mount is detached lazily and goes away when they close.
     """
-    from .cli.main import build_parser
+    from .cli.main import build_parser, settle_positionals
     from .fuse.mount import MountError, unmount
     from .cli.mount_command import run_mount_command
 
     created = mountpoint is None
     root = Path(tempfile.mkdtemp(prefix="zarrfs-")) if mountpoint is None else Path(mountpoint)
     try:
-        argv = mount_argv(str(source), str(root), **options)
+        argv = mount_argv(None if source is None else str(source), str(root), **options)
+        parser = build_parser()
         try:
-            args = build_parser().parse_args(argv)
+            args = parser.parse_args(argv)
+            settle_positionals(parser, args)
         except SystemExit:  # argparse has printed what is wrong
             raise OptionsError(f"zarrfs.mounted: invalid options {options}") from None
         args.argv = argv

@@ -99,6 +99,11 @@ _DURATION = re.compile(r"^(\d+(?:\.\d+)?)\s*([smh]?)$")
 _DURATION_UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0}
 
 
+# A mount of many stores (files/share.py): stores open at once. Each holds its metadata, readers and
+# threads; past this the least recently used one that no open file reads is closed, to open again when
+# looked into again.
+DEFAULT_MAX_OPEN_STORES = 64
+
 # Seconds `zarrfs mount` waits for its daemon's mount to become usable (--ready-timeout).
 READY_TIMEOUT_SECONDS = 120.0
 

@@ -9,8 +9,8 @@ import sys
 import warnings
 from collections.abc import Sequence
 
-from ..errors import ZarrfsError
-from ..options import DEFAULT_CACHE_BYTES, parse_storage_options
+from ..errors import NotZarrError, ZarrfsError
+from ..options import DEFAULT_CACHE_BYTES, StoreOptions, parse_storage_options
 
 DESCRIPTION = """\
 Mount Zarr hierarchies (v1, v2, the 2022 v3 drafts, v3) read-only, so that any
@@ -25,6 +25,15 @@ SOURCE_HELP = (
     "chained simplecache::...; remote protocols need `pip install zarrfs[remote]`); a kerchunk "
     "reference set (refs.json, refs.parq, reference://...); or an Icechunk repository (a path, s3:// "
     "or gs://; `pip install zarrfs[icechunk]`)"
+)
+SHARE_HELP = (
+    "; or a folder or prefix holding stores among ordinary files (a share: each store a directory, every "
+    "other file itself)"
+)
+CATALOG_HELP = (
+    "instead of SOURCE: a TOML file of named sources (`NAME = \"URL\"`, or a [NAME] table with source, "
+    "storage-options, ref), each a top-level directory: for stores no server lists (public HTTPS); "
+    "see docs/collections.md"
 )
 STORAGE_OPTION_HELP = (
     "fsspec storage option KEY=VALUE, repeatable; VALUE is parsed as JSON when it parses "
@@ -51,7 +60,8 @@ class _VersionAction(argparse.Action):
 
 def _add_source(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--log-level", choices=LOG_LEVELS, help="log verbosity (default: warning)")
-    parser.add_argument("source", metavar="SOURCE", help=SOURCE_HELP)
+    parser.add_argument("source", metavar="SOURCE", nargs="?", help=SOURCE_HELP + SHARE_HELP)
+    parser.add_argument("--catalog", metavar="FILE", help=CATALOG_HELP)
     parser.add_argument("--storage-option", "-S", action="append", default=[], metavar="KEY=VALUE",
                         help=STORAGE_OPTION_HELP)
     parser.add_argument("--ref", metavar="NAME",
@@ -80,6 +90,8 @@ def build_parser() -> argparse.ArgumentParser:
                                            "served are listed with the reason. Exits 1 if SOURCE is not Zarr.")
     _add_source(tree)
     tree.add_argument("--json", action="store_true", help="print JSON instead of text")
+    tree.add_argument("--depth", type=int, metavar="N",
+                      help="a share: walk its folders N levels deep (default: all); stores are never opened")
 
     from .mount_command import add_mount_commands
 
@@ -90,13 +102,21 @@ def build_parser() -> argparse.ArgumentParser:
 def _tree(args: argparse.Namespace) -> int:
     from ..conventions.resolve import SemanticsIndex
     from ..engine.engine import Engine
-    from ..options import EngineOptions, StoreOptions
+    from ..options import EngineOptions
     from .tree_command import dump_json, tree_json, tree_lines
 
+    store_options = StoreOptions(ref=args.ref, virtual_chunks=tuple(args.virtual_chunks))
+    storage_options = parse_storage_options(args.storage_option)
+    if args.catalog:
+        return _tree_of_share(args, storage_options, store_options)
     # An engine, not only the hierarchy: georeferencing may need a small
     # coordinate array's values.
-    engine = Engine.open(args.source, parse_storage_options(args.storage_option),
-                         EngineOptions(store=StoreOptions(ref=args.ref, virtual_chunks=tuple(args.virtual_chunks))))
+    try:
+        engine = Engine.open(args.source, storage_options, EngineOptions(store=store_options))
+    except NotZarrError:
+        if _tree_of_share(args, storage_options, store_options) == 0:
+            return 0
+        raise
     try:
         semantics = SemanticsIndex(engine.hierarchy, engine.read_array)
         if args.json:
@@ -106,6 +126,26 @@ def _tree(args: argparse.Namespace) -> int:
                 print(line)
     finally:
         engine.close()
+    return 0
+
+
+def _tree_of_share(args: argparse.Namespace, storage_options: dict, store_options: StoreOptions) -> int:
+    """`zarrfs tree` of a catalog, or of a SOURCE that is a folder of stores (1: it holds nothing)."""
+    from .share_command import catalog_lines, share_lines
+
+    if args.catalog:
+        from ..files.catalog import read_catalog
+
+        lines = catalog_lines(args.catalog, read_catalog(args.catalog))
+    else:
+        from ..stores.store import Store
+
+        store = Store.open(args.source, storage_options, store_options)
+        if not store.list_entries(""):
+            return 1
+        lines = share_lines(store, args.depth, store_options.max_concurrency)
+    for line in lines:
+        print(line)
     return 0
 
 
@@ -120,7 +160,9 @@ def quiet_library_warnings(log_level: str) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    settle_positionals(parser, args)
     args.argv = argv  # a background mount starts its daemon with the same arguments
     args.log_level = getattr(args, "log_level", None) or args.global_log_level or "warning"
     logging.basicConfig(level=args.log_level.upper(), format="zarrfs: %(levelname)s: %(message)s")
@@ -138,6 +180,20 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         end_process(code)  # not the interpreter's finalization: see `end_process`
     return code
+
+
+def settle_positionals(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """SOURCE or --catalog FILE, one of the two: `zarrfs mount --catalog FILE MOUNTPOINT` has one positional."""
+    if args.command not in ("tree", "mount"):
+        return
+    if args.command == "mount" and args.catalog and args.mountpoint is None:
+        args.source, args.mountpoint = None, args.source
+    if args.catalog and args.source:
+        parser.error(f"{args.command}: give SOURCE or --catalog FILE, not both")
+    if not args.catalog and not args.source:
+        parser.error(f"{args.command}: SOURCE is required (or --catalog FILE)")
+    if args.command == "mount" and args.mountpoint is None:
+        parser.error("mount: MOUNTPOINT is required")
 
 
 def _foreign_threads_call_python() -> bool:

@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterable
 from ..formats import DEFAULT_FORMATS, FORMAT_GROUPS, RAW_SIDECARS
 from ..options import (
     DEFAULT_DISK_CACHE_BYTES,
+    DEFAULT_MAX_OPEN_STORES,
     READY_TIMEOUT_SECONDS,
     DiskCacheOptions,
     EngineOptions,
@@ -48,7 +49,7 @@ def add_mount_commands(commands: argparse._SubParsersAction, add_source: Callabl
     mount = commands.add_parser("mount", help="mount SOURCE on MOUNTPOINT", description=MOUNT_DESCRIPTION,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     add_source(mount)
-    mount.add_argument("mountpoint", metavar="MOUNTPOINT", help="an existing, empty directory")
+    mount.add_argument("mountpoint", metavar="MOUNTPOINT", nargs="?", help="an existing, empty directory")
     mount.add_argument("--cache-size", default=f"{default_cache >> 20}M", metavar="SIZE",
                        help="budget for decoded chunks, e.g. 512M, 2GiB (default: %(default)s)")
     mount.add_argument("--formats", default=",".join(DEFAULT_FORMATS), metavar="LIST",
@@ -74,6 +75,9 @@ def add_mount_commands(commands: argparse._SubParsersAction, add_source: Callabl
                             "disk across remounts; several mounts may share DIR (default: off)")
     mount.add_argument("--disk-cache-size", default=f"{DEFAULT_DISK_CACHE_BYTES >> 30}G", metavar="SIZE",
                        help="most bytes DIR may hold; least recently used copies go first (default: %(default)s)")
+    mount.add_argument("--max-open-stores", type=int, default=DEFAULT_MAX_OPEN_STORES, metavar="N",
+                       help="a share or catalog: stores open at once; past N the least recently used one that no "
+                            "open file reads is closed, to open again when looked into (default: %(default)s)")
     mount.add_argument("--foreground", "-f", action="store_true",
                        help="stay in the foreground (for systemd); logs go to stderr")
     mount.add_argument("--allow-other", action="store_true",
@@ -126,6 +130,15 @@ def _setup_logging(level: str, log_file: str | None, secrets: Iterable[str]) -> 
     quiet_backends()
 
 
+def _catalog_secrets(catalog: str | None) -> list[str]:
+    """The values of a catalog's storage options that look secret, kept out of the log like -S ones."""
+    if catalog is None:
+        return []
+    from ..files.catalog import read_catalog
+
+    return [value for entry in read_catalog(catalog) for value in secret_values(entry.storage_options)]
+
+
 def run_mount_command(args: argparse.Namespace) -> int:
     from ..fuse.mount import (
         MountOptions,
@@ -143,7 +156,8 @@ def run_mount_command(args: argparse.Namespace) -> int:
     ttl = parse_duration(args.metadata_ttl)
     storage_options = parse_storage_options(args.storage_option)
     options = MountOptions(
-        source=args.source,
+        source=args.source or f"catalog {args.catalog}",
+        catalog=os.path.abspath(args.catalog) if args.catalog else None,
         mountpoint=args.mountpoint,
         storage_options=storage_options,
         engine=EngineOptions(cache_bytes=parse_size(args.cache_size), workers=max(1, args.workers),
@@ -154,16 +168,18 @@ def run_mount_command(args: argparse.Namespace) -> int:
                              metadata_ttl=ttl),
         suffixes=_suffixes(args.formats),
         allow_other=args.allow_other,
+        max_open_stores=max(1, args.max_open_stores),
         fuse_options=tuple(args.fuse_options),
         # The kernel must not remember names and sizes longer than we do.
         **({"attr_timeout": min(MountOptions.attr_timeout, ttl)} if ttl is not None else {}),
     )
+    catalog_secrets = _catalog_secrets(options.catalog)  # a catalog with mistakes fails here, before anything
     if not args.foreground:
         check_mountpoint(args.mountpoint)  # fail fast, before starting anything
         argv, env = daemon_argv(args.argv)  # `ps` shows the daemon only @env: references
         spawn_daemon(argv, args.log_file, env, args.mountpoint, args.ready_timeout)
         return 0
     restart_with_allocator_environment(args.argv, args.ready_fd)
-    _setup_logging(args.log_level, args.log_file, secret_values(storage_options))
+    _setup_logging(args.log_level, args.log_file, [*secret_values(storage_options), *catalog_secrets])
     report = report_to_fd(args.ready_fd) if args.ready_fd is not None else None
     return serve(options, report)

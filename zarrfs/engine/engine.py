@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -26,15 +27,36 @@ def pool_size(options: EngineOptions, store: Store) -> int:
     return max(options.workers, options.store.max_concurrency) if store.remote else options.workers
 
 
+@dataclass
+class SharedParts:
+    """What the engines of one mount of many stores share: one chunk cache (one budget, one C table of
+    open files) and one bounded set of open chunk files. Whoever made it closes it, after its engines."""
+
+    cache: ChunkCache
+    files: ChunkFiles
+
+    @classmethod
+    def make(cls, options: EngineOptions, remote: bool) -> SharedParts:
+        workers = max(options.workers, options.store.max_concurrency) if remote else options.workers
+        return cls(ChunkCache(options.cache_bytes, workers), ChunkFiles())
+
+    def close(self) -> None:
+        self.cache.close()
+        self.files.close()
+
+
 class Engine:
-    def __init__(self, store: Store, options: EngineOptions | None = None, hierarchy: Hierarchy | None = None) -> None:
+    def __init__(self, store: Store, options: EngineOptions | None = None, hierarchy: Hierarchy | None = None,
+                 shared: SharedParts | None = None) -> None:
         self.options = options or EngineOptions()
         self.store = store
         self.hierarchy = hierarchy or Hierarchy(store, ttl=self.options.metadata_ttl)
-        self.cache = ChunkCache(self.options.cache_bytes, pool_size(self.options, store))
+        self._shared = shared  # not ours to close
+        self.cache = shared.cache if shared is not None else \
+            ChunkCache(self.options.cache_bytes, pool_size(self.options, store))
         # The pool may be larger than `workers` (threads waiting on requests); decoding stays at `workers`.
         self._decode_slots = threading.BoundedSemaphore(self.options.workers)
-        self.files = ChunkFiles()
+        self.files = shared.files if shared is not None else ChunkFiles()
         self.fetches = RangeFetches(store)
         self.vlen = VlenArrays(store, self.cache, self._decode_slots, pool_size(self.options, store), self.fetches)
         self._readers: dict[str, ArrayReader] = {}
@@ -42,10 +64,10 @@ class Engine:
 
     @classmethod
     def open(cls, source: str, storage_options: dict[str, Any] | None = None,
-             options: EngineOptions | None = None) -> Engine:
+             options: EngineOptions | None = None, shared: SharedParts | None = None) -> Engine:
         options = options or EngineOptions()
         hierarchy = open_hierarchy(source, storage_options or {}, options.store, options.metadata_ttl)
-        return cls(hierarchy.store, options, hierarchy)
+        return cls(hierarchy.store, options, hierarchy, shared)
 
     def reader(self, path: str) -> ArrayReader:
         meta = self.hierarchy.node(path)
@@ -96,8 +118,12 @@ class Engine:
                 "arrays_open": len(self._readers)}
 
     def close(self) -> None:
+        """Stop this engine. With shared parts, its chunks stay cached until the budget evicts them
+        (their keys are this engine's own, so nothing else is served them) and the cache runs on."""
         self.hierarchy.close()
-        self.cache.close()
+        if self._shared is None:
+            self.cache.close()
         self.fetches.close()
-        self.files.close()
+        if self._shared is None:
+            self.files.close()
         self.store.close()

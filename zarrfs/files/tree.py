@@ -28,7 +28,7 @@ from typing import Any
 from ..conventions.bioformats2raw import METADATA_FILE, collection_metadata
 from ..conventions.resolve import SemanticsIndex
 from ..conventions.semantics import Semantics
-from ..engine.engine import Engine
+from ..engine.engine import Engine, SharedParts
 from ..errors import IsDirectoryError, NotFoundError, StoreError
 from ..options import EngineOptions
 from ..formats import FORMATS, GROUP_SUFFIXES, NC_SUFFIX, OME_TIFF_SUFFIX, VOLUME_FORMATS, json_document
@@ -57,6 +57,7 @@ class DirEntry:
 class FileEntry:
     file: VirtualFile
     suffix: str = ""
+    mtime_ns: int | None = None  # an ordinary file's own time (None: the mount's)
 
 
 @dataclass(frozen=True)
@@ -72,10 +73,18 @@ def _group_document(group: GroupMeta, collection: CollectionFile) -> LayoutFile:
     return LayoutFile.document(json_document({**group.describe(), "bioformats2raw": collection.report()}))
 
 
+# Suffixes a single-array SOURCE's name loses: the store's kind, not the array's name.
+SOURCE_SUFFIXES = (".zip", ".ozx", ".json", ".parq", ".parquet", ".zarr")
+
+
 def source_name(source: str) -> str:
-    """'/data/scan.zarr/' -> 'scan': the name a single-array SOURCE appears under."""
-    name = posixpath.basename(re.sub(r"[?#].*$", "", source).rstrip("/")) or "array"
-    return name.removesuffix(".zarr") or "array"
+    """'/data/scan.zarr/' -> 'scan', 'zip::/data/scan.zarr.zip' -> 'scan': the name a single-array SOURCE
+    appears under."""
+    name = posixpath.basename(re.sub(r"[?#].*$", "", source.split("::")[-1]).rstrip("/"))
+    for suffix in SOURCE_SUFFIXES:
+        if name.lower().endswith(suffix) and len(name) > len(suffix):
+            name = name[:-len(suffix)]
+    return name or "array"
 
 
 @dataclass
@@ -97,9 +106,10 @@ class VirtualTree:
 
     @classmethod
     def of_source(cls, source: str, storage_options: dict[str, Any] | None, options: EngineOptions,
-                  suffixes: tuple[str, ...]) -> VirtualTree:
-        """The tree of SOURCE, its root read now: NotZarrError (and the like) before anything mounts."""
-        engine = Engine.open(source, storage_options, options)
+                  suffixes: tuple[str, ...], shared: SharedParts | None = None) -> VirtualTree:
+        """The tree of SOURCE, its root read now: NotZarrError (and the like) before anything mounts.
+        `shared`: the cache and open files of a mount of many stores (files/share.py)."""
+        engine = Engine.open(source, storage_options, options, shared)
         try:
             engine.hierarchy.root()
         except BaseException:

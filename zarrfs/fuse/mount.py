@@ -36,7 +36,7 @@ from ..memory import (
     trim_slack,
     tune_process,
 )
-from ..options import READY_TIMEOUT_SECONDS, EngineOptions
+from ..options import DEFAULT_MAX_OPEN_STORES, READY_TIMEOUT_SECONDS, EngineOptions
 from .mountpoints import device, fstype, holders
 from .connections import abort, answers, connection_number, connection_of, waiting
 from .stopper import GRACE_SECONDS, Stopper, detach
@@ -57,7 +57,7 @@ class MountError(ZarrfsError):
 
 @dataclass(frozen=True)
 class MountOptions:
-    source: str
+    source: str  # with `catalog`, only what logs call the mount
     mountpoint: str
     storage_options: dict[str, Any] = field(default_factory=dict)
     engine: EngineOptions = field(default_factory=EngineOptions)
@@ -65,6 +65,8 @@ class MountOptions:
     allow_other: bool = False
     fuse_options: tuple[str, ...] = ()  # extra -o options, 'key' or 'key=value'
     attr_timeout: float = 3600.0
+    catalog: str | None = None  # --catalog FILE: its named sources, each a top-level directory
+    max_open_stores: int = DEFAULT_MAX_OPEN_STORES  # a mount of many stores (files/share.py)
 
 
 # ------------------------------------------------------------------ checks
@@ -279,11 +281,12 @@ def serve(options: MountOptions, report: Callable[[str], None] | None = None) ->
         claim_mountpoint(options.mountpoint)
         check_mountpoint(options.mountpoint)  # again: another mount may have won before the claim
         mfusepy = load_fuse_binding()
-        from ..files.tree import VirtualTree
+        from ..files.share import open_mount_tree
         from .ops import ReplyBufferFUSE, ZarrOperations
 
-        # Fails here, before mounting, if SOURCE is not Zarr.
-        tree = VirtualTree.of_source(options.source, options.storage_options, options.engine, options.suffixes)
+        # Fails here, before mounting, if SOURCE is neither Zarr nor a folder of anything.
+        tree = open_mount_tree(options.source, options.storage_options, options.engine, options.suffixes,
+                               options.catalog, options.max_open_stores)
         tree.stats_extras["memory"] = memory_figures
     except ZarrfsError as exc:
         report(f"ERROR {exc}")

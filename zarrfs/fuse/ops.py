@@ -130,6 +130,8 @@ class ZarrOperations(mfusepy.Operations):
         if isinstance(entry, StatsEntry):  # size unknown until opened; read with direct_io
             return {**common, "st_mode": stat.S_IFREG | 0o444, "st_nlink": 1, "st_size": 0}
         size = entry.file.size
+        if entry.mtime_ns is not None:
+            common["st_mtime"] = common["st_ctime"] = entry.mtime_ns
         return {**common, "st_mode": stat.S_IFREG | 0o444, "st_nlink": 1, "st_size": size,
                 "st_blocks": -(-size // 512)}
 

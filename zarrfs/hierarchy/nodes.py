@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import NotFoundError, ZarrfsError
-from ..model.limits import bounded_children, max_group_children
+from ..model.limits import check_children
 from ..model.meta import GroupMeta, join_key
 from ..stores.store import Store
 from .detect import detect
@@ -176,9 +176,7 @@ class Hierarchy:
             if not new:
                 break
             gathered.update(new)
-            new, too_many = bounded_children(new, f"{self.store.display_name}: /{path}")
-            if too_many:
-                log.warning("%s", too_many)
+            check_children(len(gathered), f"{self.store.display_name}: /{path}")
             children += self._gather(path, new)
         children.sort(key=lambda child: child.name)
         with self._lock:
@@ -296,7 +294,8 @@ class Hierarchy:
         if isinstance(listed, GroupMeta) and isinstance(listed.attributes.get("series"), list):
             return []  # the list is named by the OME group (named.py)
         found: list[str] = []
-        while len(found) < max_group_children():
+        while True:
+            check_children(len(found) + CONSECUTIVE_BATCH, f"{self.store.display_name}: /{path}")
             batch = [str(number) for number in range(len(found), len(found) + CONSECUTIVE_BATCH)]
             for name, (node, _) in zip(batch, self._get_many(join_key(path, name) for name in batch), strict=True):
                 if not isinstance(node, GroupMeta):

@@ -5,11 +5,14 @@ when it is larger than `max_document_bytes()` or nested deeper than
 `MAX_JSON_DEPTH`. Parsed JSON takes about five times its size in Python
 objects, and consolidated
 metadata stays in memory for the whole mount: the size bound keeps both
-bounded. The default holds consolidated metadata of ~100,000 arrays.
+bounded. The default holds consolidated metadata of ~180,000 arrays.
 
-A group lists at most `max_group_children()` children: each listed array
-costs ~250 us and ~5 KiB (its parsed metadata and file layouts), so a group of
-a million arrays would take minutes and gigabytes at the first `ls`.
+A group lists every child, with no count cap: the bound is the memory its
+listed children hold. Each listed array costs about `LISTED_NODE_BYTES`
+(its parsed metadata and the decisions about its files); a group whose
+children would hold more than `max_metadata_held()` is refused with an error
+that says so (EFBIG for whoever lists it), never listed in part, since a
+partial listing would hide arrays that exist.
 
 Both bounds can be raised for trusted stores with environment variables.
 """
@@ -20,12 +23,16 @@ import os
 from collections.abc import Iterable
 from typing import Any
 
-from ..errors import MetadataError, UnsupportedError
+from ..errors import MetadataError, TooLargeError, UnsupportedError
 
 SIZE_VARIABLE = "ZARRFS_MAX_METADATA_SIZE"
-DEFAULT_MAX_DOCUMENT_BYTES = 32 << 20
-CHILDREN_VARIABLE = "ZARRFS_MAX_GROUP_CHILDREN"
-DEFAULT_MAX_GROUP_CHILDREN = 10_000
+# 64 MiB: consolidated metadata of ~180,000 arrays (a flat v3 group of 100,000 small arrays writes 35 MB).
+DEFAULT_MAX_DOCUMENT_BYTES = 64 << 20
+HELD_VARIABLE = "ZARRFS_MAX_METADATA_HELD"
+# What one listed child node holds, measured on a flat v3 group of 100,000 arrays (docs/collections.md).
+LISTED_NODE_BYTES = 16 << 10
+# The default bound on one group's listed children: a quarter of the machine's memory.
+HELD_SHARE_OF_MEMORY = 4
 # Zarr metadata is a few levels deep (OME-Zarr attributes about ten); 128
 # leaves room for any real attributes and stays far below Python's recursion
 # limit, which json.dumps of the `.json` sidecar would otherwise hit.
@@ -64,21 +71,25 @@ def check_depth(doc: Any, where: str) -> None:
         stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
 
 
-def max_group_children() -> int:
-    """The most children a group lists: `ZARRFS_MAX_GROUP_CHILDREN` or the default."""
-    text = os.environ.get(CHILDREN_VARIABLE, "")
-    return int(text) if text.isdigit() and int(text) > 0 else DEFAULT_MAX_GROUP_CHILDREN
+def max_metadata_held() -> int:
+    """The bound on what one group's listed children may hold: `ZARRFS_MAX_METADATA_HELD` (e.g. 8G), or a
+    quarter of the machine's memory."""
+    try:
+        memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        memory = 8 << 30
+    return _size_from_env(HELD_VARIABLE, max(1 << 30, memory // HELD_SHARE_OF_MEMORY))
 
 
-def bounded_children(names: list[str], where: str) -> tuple[list[str], str | None]:
-    """(the names to list, a warning when some were left out)."""
-    limit = max_group_children()
-    if len(names) <= limit:
-        return names, None
-    return names[:limit], (
-        f"{where}: the group has {len(names)} children; listing the first {limit} in name order. "
-        f"Raise the bound with the environment variable {CHILDREN_VARIABLE} (e.g. {CHILDREN_VARIABLE}="
-        f"{len(names)}; each listed array costs about 5 KiB of memory)")
+def check_children(count: int, where: str) -> None:
+    """Refuse a group whose `count` children would hold more memory than the bound."""
+    limit = max_metadata_held()
+    if count * LISTED_NODE_BYTES > limit:
+        raise TooLargeError(
+            f"{where}: the group has {count} children, which would hold about "
+            f"{count * LISTED_NODE_BYTES >> 20} MiB of metadata, over the {limit >> 20} MiB bound; if this "
+            f"machine has the memory, raise it with the environment variable {HELD_VARIABLE} "
+            f"(e.g. {HELD_VARIABLE}={-(-count * LISTED_NODE_BYTES * 2 // (1 << 20))}M)")
 
 
 # ------------------------------------------------ variable-length arrays

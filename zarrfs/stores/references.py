@@ -85,9 +85,15 @@ def _looks_like_json_references(source: str, options: dict[str, Any]) -> bool:
             start = head.read(SNIFF_BYTES).lstrip()
     except (OSError, ValueError, ImportError):
         return False
+    return looks_like_references(start)
+
+
+def looks_like_references(head: bytes) -> bool:
+    """Whether the first bytes of a JSON document are a kerchunk reference set."""
+    start = head.lstrip()
     # v1 names its version; v0 maps Zarr keys (a root .zgroup/.zattrs/.zarray, or zarr.json) to values.
-    return start.startswith(b"{") and any(marker in start for marker in
-                                          (b'"version"', b'".zgroup"', b'".zarray"', b'"refs"', b'".zattrs"'))
+    return start.startswith(b"{") and any(marker in start for marker in (
+        b'"version"', b'".zgroup"', b'".zarray"', b'"refs"', b'".zattrs"', b'"zarr.json"'))
 
 
 def _looks_like_parquet_references(source: str, target_options: dict[str, Any] | None = None) -> bool:
