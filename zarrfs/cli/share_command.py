@@ -34,8 +34,8 @@ def _folder_lines(store: Store, key: str, listing: list[Listed], level: int, dep
     keys = [posixpath.join(key, entry.name) if key else entry.name for entry in folders]
     listings = list(pool.map(store.list_entries, keys)) if depth is None or level <= depth else []
     probed = probe_files(store, key, listing)
-    children = dict(zip(keys, listings))
-    for entry, child_key in zip(folders, keys):
+    children = dict(zip(keys, listings, strict=False))  # (no listings past --depth)
+    for entry, child_key in zip(folders, keys, strict=True):
         child = children.get(child_key)
         if child is None:
             yield f"{indent}{entry.name}/  (not walked: --depth {depth})"

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Hashable
 from typing import Any
 
 import numpy as np
@@ -101,7 +100,7 @@ class PlainFileReader:
             self._cache.release({key: values.get(key) for key in keys if key in values})
         return stop - offset
 
-    def _block_key(self, index: int) -> Hashable:
+    def _block_key(self, index: int) -> tuple[str, tuple[str, str, int, int | None], int]:
         return ("plain-file", self._version, index)
 
     def _load_block(self, key: Any) -> np.ndarray:

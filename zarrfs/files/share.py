@@ -56,6 +56,7 @@ from ..options import DEFAULT_MAX_OPEN_STORES, EngineOptions
 from .catalog import CatalogEntry, read_catalog
 from .contract import OpenBytes, OpenedFile, VirtualFile
 from .layout_files import LayoutFile
+from .mount_tree import MountTree
 from .tree import STATS_FILE, DirEntry, Entry, FileEntry, StatsEntry, VirtualTree
 
 log = logging.getLogger(__name__)
@@ -560,7 +561,7 @@ class ShareTree:
 
 def open_mount_tree(source: str, storage_options: dict[str, Any], options: EngineOptions,
                     suffixes: tuple[str, ...], catalog: str | None = None,
-                    max_open_stores: int = DEFAULT_MAX_OPEN_STORES) -> VirtualTree | ShareTree:
+                    max_open_stores: int = DEFAULT_MAX_OPEN_STORES) -> MountTree:
     """The tree a mount of SOURCE serves: the store's, or, when SOURCE is a folder or prefix that is not
     itself a store, the share's; with a catalog, its entries'. Only the root is read (a catalog: not even
     that); no store below it is opened."""

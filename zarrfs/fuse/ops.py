@@ -25,7 +25,8 @@ import numpy as np
 from .. import extensions
 from ..errors import ZarrfsError
 from ..files.contract import OpenedFile
-from ..files.tree import DirEntry, Entry, StatsEntry, VirtualTree
+from ..files.mount_tree import MountTree
+from ..files.tree import DirEntry, Entry, StatsEntry
 from . import compiled
 from .service_times import ServiceTimes
 
@@ -73,7 +74,7 @@ def _read_only(*_: Any) -> None:
 class ZarrOperations(mfusepy.Operations):
     use_ns = True
 
-    def __init__(self, tree: VirtualTree, *, attr_timeout: float, on_ready: Callable[[], None] | None = None,
+    def __init__(self, tree: MountTree, *, attr_timeout: float, on_ready: Callable[[], None] | None = None,
                  max_background: int | None = None, max_readahead: int | None = None) -> None:
         self.tree = tree
         self.attr_timeout = attr_timeout

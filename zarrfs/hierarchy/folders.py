@@ -134,7 +134,7 @@ def _zip_holds_store(store: Store, key: str, size: int) -> bool:
         {posixpath.normpath(name) for name in names if "/" not in name.rstrip("/")} & STORE_MARKERS)
 
 
-def _central_directory_names(tail: bytes, tail_start: int) -> list[str] | None:
+def _central_directory_names(tail: bytes | bytearray, tail_start: int) -> list[str] | None:
     """The member names of a zip from its last bytes, or None when the central directory is not within them."""
     class _Tail(io.RawIOBase):
         """The archive's bytes from `tail_start` on, at their offsets in the whole archive."""

@@ -88,7 +88,7 @@ def _looks_like_json_references(source: str, options: dict[str, Any]) -> bool:
     return looks_like_references(start)
 
 
-def looks_like_references(head: bytes) -> bool:
+def looks_like_references(head: bytes | bytearray) -> bool:
     """Whether the first bytes of a JSON document are a kerchunk reference set."""
     start = head.lstrip()
     # v1 names its version; v0 maps Zarr keys (a root .zgroup/.zattrs/.zarray, or zarr.json) to values.
