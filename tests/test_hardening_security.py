@@ -184,9 +184,9 @@ def test_100mb_zmetadata_is_refused_with_what_to_do(huge_zmetadata: Path, tmp_pa
     result = run_zarrfs("mount", huge_zmetadata, tmp_path / "mnt", "--log-file", tmp_path / "log")
     assert result.returncode == 1
     assert result.stderr.splitlines() == [
-        f"zarrfs: error: {huge_zmetadata}: .zmetadata: metadata document over the 32 MiB limit; "
-        f"if the store is trusted, raise it with the environment variable {SIZE_VARIABLE} "
-        f"(e.g. {SIZE_VARIABLE}=64M)"]
+        f"zarrfs: error: {huge_zmetadata}: .zmetadata: metadata document over the "
+        f"{DEFAULT_MAX_DOCUMENT_BYTES >> 20} MiB limit; if the store is trusted, raise it with the environment "
+        f"variable {SIZE_VARIABLE} (e.g. {SIZE_VARIABLE}={2 * DEFAULT_MAX_DOCUMENT_BYTES >> 20}M)"]
 
 
 def test_100mb_zmetadata_memory(huge_zmetadata: Path) -> None:
@@ -200,7 +200,7 @@ def test_100mb_zmetadata_memory(huge_zmetadata: Path) -> None:
     finally:
         tracemalloc.stop()
     print(f"100 MB .zmetadata: peak {peak >> 20} MiB while refusing")
-    assert peak < (32 << 20) * 2 + (8 << 20)  # the limit + 1 bytes read, and one copy of them
+    assert peak < DEFAULT_MAX_DOCUMENT_BYTES * 2 + (8 << 20)  # the limit + 1 bytes read, and one copy of them
 
 
 def test_the_size_limit_can_be_raised(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
