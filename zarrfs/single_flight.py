@@ -77,16 +77,26 @@ class SingleFlight(Generic[K]):
 
 
 class Once(Generic[V]):
-    """A value built by `build` the first time it is asked for, then kept (a failure is not)."""
+    """A value built by `build` the first time it is asked for, then kept (a failure is not).
+
+    A wide group holds several per array, most never asked for: the flight that serialises the build
+    is made at the first ask (under one lock for all), and the object has slots."""
+
+    __slots__ = ("_build", "_flight", "_value", "_built")
+    _making_flights = threading.Lock()
 
     def __init__(self, build: Callable[[], V]) -> None:
         self._build = build
-        self._flight: SingleFlight[None] = SingleFlight()
+        self._flight: SingleFlight[None] | None = None
         self._value: V | None = None
         self._built = False
 
     def value(self) -> V:
         if not self._built:
+            if self._flight is None:
+                with Once._making_flights:
+                    if self._flight is None:
+                        self._flight = SingleFlight()
             return self._flight.run(None, self._build_and_keep)
         return self._value  # type: ignore[return-value]  # built: set before `_built`
 

@@ -65,6 +65,8 @@ class OpenedFile(ABC):
 class VirtualFile(ABC):
     """One file of the tree: its size, and `open`."""
 
+    __slots__ = ()  # (kinds a wide group holds many of have slots: LayoutFile)
+
     @property
     @abstractmethod
     def size(self) -> int: ...

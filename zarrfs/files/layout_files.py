@@ -18,6 +18,7 @@ from .contract import OpenedFile, VirtualFile
 
 
 class LayoutFile(VirtualFile):
+    __slots__ = ("_layout", "engine", "array_path", "in_c")  # seven or more per array of a wide group
     """A layout, with the array whose elements fill its region (`array_path`; None for a document)."""
 
     def __init__(self, layout: Layout | LazyLayout, engine: Engine | None = None, array_path: str | None = None,

@@ -48,12 +48,13 @@ GROUP_FILE = ".group.json"
 STATS_FILE = ".zarrfs-stats.json"
 
 
-@dataclass(frozen=True)
+# Entries have slots: a wide group holds seven or more per array (docs/collections.md#wide-groups).
+@dataclass(frozen=True, slots=True)
 class DirEntry:
     group_path: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class FileEntry:
     file: VirtualFile
     suffix: str = ""
