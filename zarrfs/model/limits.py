@@ -29,7 +29,8 @@ SIZE_VARIABLE = "ZARRFS_MAX_METADATA_SIZE"
 # 64 MiB: consolidated metadata of ~180,000 arrays (a flat v3 group of 100,000 small arrays writes 35 MB).
 DEFAULT_MAX_DOCUMENT_BYTES = 64 << 20
 HELD_VARIABLE = "ZARRFS_MAX_METADATA_HELD"
-# What one listed child node holds, measured on a flat v3 group of 100,000 arrays (docs/collections.md).
+# What one listed child node holds, with a margin: a flat v3 group of 100,000 arrays listed and stated
+# (`ls -l`) held about 13 KiB of the daemon's resident memory per array (bench/bench_share.py).
 LISTED_NODE_BYTES = 16 << 10
 # The default bound on one group's listed children: a quarter of the machine's memory.
 HELD_SHARE_OF_MEMORY = 4
