@@ -401,13 +401,19 @@ def test_unmount_of_a_directory_that_is_not_mounted(tmp_path: Path) -> None:
 
 
 def _not_zarr(tmp: Path) -> Path:
-    (tmp / "plain").mkdir()
-    (tmp / "plain" / "data.txt").write_text("not zarr")
+    """A plain file: neither a store nor a folder (a folder with files in it is a share: test_share.py)."""
+    (tmp / "plain").write_text("not zarr")
     return tmp / "plain"
+
+
+def _empty_folder(tmp: Path) -> Path:
+    (tmp / "empty").mkdir()
+    return tmp / "empty"
 
 
 BAD_SOURCES: dict[str, tuple[Callable[[Path], Path], str]] = {
     "not-zarr": (_not_zarr, "not a Zarr hierarchy"),
+    "empty-folder": (_empty_folder, "nor a folder with anything in it to mount as a share"),
     "missing": (lambda tmp: tmp / "nowhere.zarr", "nowhere.zarr"),
 }
 
