@@ -413,7 +413,7 @@ def _empty_folder(tmp: Path) -> Path:
 
 BAD_SOURCES: dict[str, tuple[Callable[[Path], Path], str]] = {
     "not-zarr": (_not_zarr, "not a Zarr hierarchy"),
-    "empty-folder": (_empty_folder, "nor a folder with anything in it to mount as a share"),
+    "empty-folder": (_empty_folder, "nor is it a share (a folder with stores or files in it)"),
     "missing": (lambda tmp: tmp / "nowhere.zarr", "nowhere.zarr"),
 }
 

@@ -138,12 +138,12 @@ def _tree_of_share(args: argparse.Namespace, storage_options: dict, store_option
 
         lines = catalog_lines(args.catalog, read_catalog(args.catalog))
     else:
-        from ..stores.store import Store
+        from ..hierarchy.folders import ShareFolders
 
-        store = Store.open(args.source, storage_options, store_options)
-        if not store.list_entries(""):
+        share = ShareFolders.open(args.source, storage_options, store_options)
+        if share is None:
             return 1
-        lines = share_lines(store, args.depth, store_options.max_concurrency)
+        lines = share_lines(share.store, args.depth, store_options.max_concurrency)
     for line in lines:
         print(line)
     return 0

@@ -575,5 +575,5 @@ def open_mount_tree(source: str, storage_options: dict[str, Any], options: Engin
         except ZarrfsError:
             raise not_zarr from None
         if share is None:
-            raise NotZarrError(f"{not_zarr}, nor a folder with anything in it to mount as a share") from None
+            raise type(not_zarr)(f"{not_zarr}; nor is it a share (a folder with stores or files in it)") from None
         return ShareTree.of_folder(share, options, suffixes, max_open_stores)

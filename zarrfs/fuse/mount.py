@@ -261,7 +261,8 @@ def set_after_init(knob: Path, kilobytes: int) -> None:
     """Write `kilobytes` to a mount's `read_ahead_kb` once it shows INIT_READ_AHEAD_KB (the kernel
     has applied the INIT reply), or INIT_APPLIED_WAIT_S from now."""
     deadline = time.monotonic() + INIT_APPLIED_WAIT_S
-    while int(knob.read_text()) != INIT_READ_AHEAD_KB and time.monotonic() < deadline:
+    # (A knob caught while being written reads empty: not applied yet.)
+    while knob.read_text().strip() != str(INIT_READ_AHEAD_KB) and time.monotonic() < deadline:
         time.sleep(0.001)
     knob.write_text(str(kilobytes), encoding="ascii")
 

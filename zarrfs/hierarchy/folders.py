@@ -225,9 +225,14 @@ class ShareFolders:
 
     @classmethod
     def open(cls, url: str, storage_options: dict[str, Any], options: StoreOptions) -> ShareFolders | None:
-        """The share at `url`, or None when nothing is listed there (not a folder, or an empty one)."""
+        """The share at `url`, or None when it is none: nothing is listed there (not a folder, or an empty
+        one), or its listing is a store root's (a store that could not be opened is not a share: its own
+        error is what to say)."""
         store = Store.open(url, storage_options, options)
-        return cls(store, storage_options) if store.list_entries("") else None
+        listing = store.list_entries("")
+        if not listing or folder_kind(posixpath.basename(url.rstrip("/")), listing) is Kind.STORE:
+            return None
+        return cls(store, storage_options)
 
     @property
     def display_name(self) -> str:
