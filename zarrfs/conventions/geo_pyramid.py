@@ -29,7 +29,8 @@ from ..model.meta import ArrayMeta, GroupMeta
 from .geo import GeoTransform, corner_transform, geozarr_crs, registration
 from .geo_layout import GeoLayout, LayoutLevel, geo_layout
 from .image import groups_above
-from .semantics import ConventionError, GeoReference
+from ..errors import ConventionError
+from .semantics import GeoReference
 
 if TYPE_CHECKING:
     from ..hierarchy import Hierarchy
