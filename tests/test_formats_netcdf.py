@@ -17,7 +17,8 @@ import pytest
 import zarr
 from scipy.io import netcdf_file
 
-from zarrfs.formats.netcdf import (CDF2_VSIZE_LIMIT, InexactValueError, NetcdfLayout, Variable, is_dataset_group,
+from zarrfs.errors import InexactValueError
+from zarrfs.formats.netcdf import (CDF2_VSIZE_LIMIT, NetcdfLayout, Variable, is_dataset_group,
                                    netcdf_plan, read_variable)
 from zarrfs.model.meta import ArrayMeta
 

@@ -25,7 +25,7 @@ from zarrfs.codecs import V2ChunkCodec, V3ChunkCodec, parse_codecs
 from zarrfs.codecs.elements import BytesCodec
 from zarrfs.codecs.sharding import EMPTY, ShardingCodec
 from zarrfs.errors import ChunkError, MetadataError, UnsupportedError
-from zarrfs.model.draft import parse_seed_array, parse_zp2_array
+from zarrfs.model.v3_drafts import parse_seed_array, parse_zp2_array
 from zarrfs.model.meta import ArrayMeta, parse_json
 from zarrfs.model.v2 import parse_v1_array, parse_v2_array
 from zarrfs.model.v3 import parse_v3_array

@@ -35,4 +35,19 @@
 /* A parameter the signature needs (a method's `self` or its absent arguments). */
 #define UNUSED __attribute__((unused))
 
+/* The C contract between the two halves of the C path, declared here alone.
+ *
+ * What `zarrfs/fuse/_fast_read.c` calls, from the capsule `_cached_reads.c`'s `serve_capsule()`
+ * returns (named "zarrfs.engine._cached_reads.serve"). */
+typedef struct {
+    long (*serve)(void *table, uint64_t fh, char *out, size_t size, int64_t offset, int *missed);
+    long (*serve_loaded)(void *table, uint64_t fh, char *out, size_t size, int64_t offset, int64_t until,
+                         int64_t began_ns);
+    void *table;
+} ServeEntry;
+
+/* The loader's outcomes (zarrfs/fuse/ops.py `load_for_c`, which reads them from `_fast_read`'s
+ * module constants); an errno is returned negated. */
+enum { LOADED = 0, WRITTEN = 1 };
+
 #endif

@@ -73,3 +73,24 @@ class OptionsError(ZarrfsError):
     """A command-line or mount option is invalid."""
 
     errno = _errno.EINVAL
+
+
+class ConventionError(ZarrfsError):
+    """Convention metadata that is broken or contradicts itself: the convention is ignored, the array served."""
+
+
+class IcechunkReadError(ZarrfsError):
+    """An error icechunk raised while reading a key, in one line. `permanent` when reading again
+    cannot change it: a file of the repository that does not parse (icechunk's FormatError)."""
+
+    def __init__(self, message: str, permanent: bool = False) -> None:
+        super().__init__(message)
+        self.permanent = permanent
+
+
+class StaleFileError(ZarrfsError):
+    """A variable's array changed its type or shape since the NetCDF file was listed (EIO: reopen it)."""
+
+
+class InexactValueError(ZarrfsError):
+    """An int64 value of a CDF-2 file's double variable that a double cannot hold exactly (EIO)."""

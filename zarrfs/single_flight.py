@@ -1,8 +1,7 @@
 """One load per key: whoever asks for a key while its load is under way waits for that load.
 
-`SingleFlight` is the table of loads under way (a directory being built, a
-node being fetched, a chunk being decoded); `Once` is one value built the
-first time it is needed. A failed load is not remembered: its waiters get
+`SingleFlight` is the table of loads under way, by key; `Once` is one value
+built the first time it is needed (a lazy layout, a deferred file). A failed load is not remembered: its waiters get
 its error, and the next caller loads again (a store may fail only for a while).
 """
 
@@ -23,19 +22,13 @@ class SingleFlight(Generic[K]):
     `join` is the low-level half for a load that runs elsewhere (a pool's
     task resolves the future, then calls `land`); `run` loads in the calling
     thread. Its lock is a leaf: callers may hold their own around `join`.
+    (The virtual tree's directory builds, the hierarchy's node loads and the
+    chunk cache's loads still keep tables of their own: issue 52.)
     """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._flights: dict[K, Future] = {}
-
-    def __contains__(self, key: K) -> bool:
-        with self._lock:
-            return key in self._flights
-
-    def __len__(self) -> int:
-        with self._lock:
-            return len(self._flights)
 
     def join(self, key: K) -> tuple[Future, bool]:
         """(the load of `key`, whether the caller is the one to run it: a new load)."""
@@ -49,15 +42,8 @@ class SingleFlight(Generic[K]):
     def land(self, key: K, flight: Future) -> None:
         """The load of `key` ended (its future resolved or about to be): later callers start anew."""
         with self._lock:
-            if self._flights.get(key) is flight:  # not a newer load (after `abandon`)
+            if self._flights.get(key) is flight:
                 del self._flights[key]
-
-    def abandon(self) -> list[Future]:
-        """Forget every load under way (a refresh, a shutdown): later callers start anew; the loads
-        still end for their waiters. The futures, for whoever must resolve them."""
-        with self._lock:
-            flights, self._flights = list(self._flights.values()), {}
-        return flights
 
     def run(self, key: K, load: Callable[[], V]) -> V:
         """`load()`'s value, run once however many ask for `key` at once."""

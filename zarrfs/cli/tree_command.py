@@ -50,7 +50,7 @@ def _array_line(meta: ArrayMeta) -> str:
     elif edges and info["chunk_shape"] is not None:
         parts.append(f"shards={edges}")
     parts += [f"codecs={_codec_names(info['codecs'])}", f"fill={info['fill_value']!r}",
-              # a vlen array's size is known only once its width is (engine/vlen.py): tree reads no chunks
+              # a vlen array's size is known only once its width is (engine/vlen_widths.py): tree reads no chunks
               "size=variable (served as .npy and .json)" if meta.vlen else f"size={human_size(meta.nbytes)}"]
     if meta.dimension_names:
         parts.append("dims=" + ",".join(str(n) for n in meta.dimension_names))

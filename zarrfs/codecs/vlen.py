@@ -10,7 +10,7 @@ A vlen chunk decodes to a numpy object array of `str` (kind "str") or `bytes`
   from the store); `vlen-array` (elements that are arrays) is not served.
 
 `to_fixed_width` turns an object chunk into numpy's `astype("<U{n}")` /
-`astype("S{n}")` of it (engine/vlen.py does so for every chunk it serves, so
+`astype("S{n}")` of it (engine/vlen_widths.py does so for every chunk it serves, so
 the cache holds fixed-width chunks). An element of the wrong type, or longer
 than `n` (the store changed since the width was found), is a ChunkError:
 never a truncated value.

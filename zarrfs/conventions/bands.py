@@ -18,7 +18,7 @@ from collections.abc import Mapping
 
 from ..model.meta import ArrayMeta
 from .geo import ReadArray
-from .semantics import ConventionError
+from ..errors import ConventionError
 
 # A coordinate array longer than this is no list of band names (and is not read).
 MAX_NAMED_BANDS = 4096

@@ -21,7 +21,8 @@ import numpy as np
 
 from ..model.meta import ArrayMeta
 from .crs import epsg_from_code, epsg_from_projjson, epsg_from_url, epsg_from_wkt
-from .semantics import ConventionError, GeoReference
+from ..errors import ConventionError
+from .semantics import GeoReference
 
 GeoTransform = tuple[float, float, float, float, float, float]
 # Reads a whole (small) 1-D array; raises on a failed read.

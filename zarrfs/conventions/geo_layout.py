@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any, TypeGuard
 
 from .geo import GeoTransform, corner_transform, registration
-from .semantics import ConventionError
+from ..errors import ConventionError
 from .zarr_conventions import MULTISCALES, declared
 
 

@@ -35,7 +35,8 @@ from .cf import quantity
 from .geo import GeoTransform, corner_transform, geozarr_crs, registration
 from .geo_layout import GeoLayout, LayoutLevel, geo_layout
 from .image import groups_above
-from .semantics import ConventionError, GeoReference
+from ..errors import ConventionError
+from .semantics import GeoReference
 
 if TYPE_CHECKING:
     from ..hierarchy import Hierarchy

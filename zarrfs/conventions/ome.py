@@ -24,7 +24,8 @@ from typing import Any
 
 from .axes import guess_kind
 from .geo_layout import is_layout_object
-from .semantics import Axis, Channel, ConventionError, LabelColor
+from ..errors import ConventionError
+from .semantics import Axis, Channel, LabelColor
 from .transforms import NotAxisAligned, axis_aligned, describe, endpoint_name, numbers
 
 # OME 0.4/0.5 list these UDUNITS-2 names; a unit of one kind on an axis of the

@@ -28,7 +28,8 @@ from .labels import labelled_image
 from .layout import PlateField, field_of_image
 from .ome import label_colors, level_axes, ome_block, omero_channels
 from .scene import SceneLink, placement, scene_of_image
-from .semantics import Axis, Channel, ConventionError, GeoReference, LabelColor, Placement, Semantics
+from ..errors import ConventionError
+from .semantics import Axis, Channel, GeoReference, LabelColor, Placement, Semantics
 
 if TYPE_CHECKING:
     from ..hierarchy import Child, Hierarchy

@@ -19,7 +19,8 @@ from typing import TYPE_CHECKING, Any
 
 from .image import OmeImage, groups_above
 from .ome import normalised_dataset_path
-from .semantics import Axis, ConventionError, Placement
+from ..errors import ConventionError
+from .semantics import Axis, Placement
 from .transforms import AxisAligned, NotAxisAligned, axis_aligned, describe, endpoint_name, endpoint_path, identity
 
 if TYPE_CHECKING:

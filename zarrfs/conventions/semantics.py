@@ -15,10 +15,6 @@ from typing import Any
 AXIS_KINDS = ("time", "channel", "space", "other")
 
 
-class ConventionError(ValueError):
-    """Convention metadata that is broken or contradicts itself: the convention is ignored, the array served."""
-
-
 @dataclass(frozen=True)
 class Axis:
     """One dimension of the array, in the array's own dimension order."""

@@ -21,7 +21,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from .semantics import ConventionError
+from ..errors import ConventionError
 
 # What composes to a step and origin per axis (an affine only when diagonal).
 AXIS_ALIGNED = ("identity", "scale", "translation", "sequence", "affine")

@@ -48,7 +48,7 @@ OPAQUE_ITEMSIZE = {
     **{f"complex_{name}": 2 for name in _FLOAT8},
 }
 # Variable-length v3 types -> the kind of element ("str" or "bytes"); their dtype is numpy's
-# object dtype, served at a fixed width found by reading the array (see engine/vlen.py).
+# object dtype, served at a fixed width found by reading the array (see engine/vlen_widths.py).
 VLEN_V3_TYPES = {"string": "str", "bytes": "bytes", "variable_length_bytes": "bytes"}
 
 

@@ -151,14 +151,6 @@ typedef struct {
     uint64_t served, served_in_streams, served_after_loading, chunk_hits, latency[LATENCY_BUCKETS];
 } CachedReads;
 
-/* What `zarrfs/fuse/_fast_read.c` calls, from the capsule `serve_capsule()` returns. */
-typedef struct {
-    long (*serve)(void *table, uint64_t fh, char *out, size_t size, int64_t offset, int *missed);
-    long (*serve_loaded)(void *table, uint64_t fh, char *out, size_t size, int64_t offset, int64_t until,
-                         int64_t began_ns);
-    void *table;
-} ServeEntry;
-
 static size_t chunk_slot(const CachedReads *self, uint64_t token, int64_t index) {
     uint64_t h = token * 0x9E3779B97F4A7C15ULL ^ (uint64_t)index * 0xC2B2AE3D27D4EB4FULL;
     return (size_t)(h ^ (h >> 29)) & (self->chunk_buckets - 1);

@@ -18,7 +18,7 @@ from .chunks import make_source
 from .direct import ChunkFiles
 from .fetches import RangeFetches
 from .reader import ArrayReader
-from .vlen import VlenArrays
+from .vlen_widths import VlenArrays
 
 
 def pool_size(options: EngineOptions, store: Store) -> int:

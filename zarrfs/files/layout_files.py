@@ -24,7 +24,7 @@ class LayoutFile(VirtualFile):
     def __init__(self, layout: Layout | LazyLayout, engine: Engine | None = None, array_path: str | None = None,
                  *, in_c: bool = True) -> None:
         """`in_c`: whether C may answer the region when the layout allows it (not a variable-length
-        array's, whose fixed-width chunks only Python makes, engine/vlen.py)."""
+        array's, whose fixed-width chunks only Python makes, engine/vlen_widths.py)."""
         assert (engine is None) == (array_path is None), "an array's file is read through its engine"
         self._layout, self.engine, self.array_path, self.in_c = layout, engine, array_path, in_c
 

@@ -18,7 +18,7 @@ from ..conventions.image import images_of_group
 from ..engine.engine import Engine
 from ..engine.readahead import ReadStream
 from ..engine.reader import ArrayReader
-from ..errors import ZarrfsError
+from ..errors import StaleFileError
 from ..formats.netcdf import CDF5_SUFFIX, NC_SUFFIX, NetcdfLayout, is_dataset_group, netcdf_plan
 from ..hierarchy import Hierarchy
 from ..model.meta import ArrayMeta, GroupMeta
@@ -29,10 +29,6 @@ log = logging.getLogger(__name__)
 
 # The conversions whose block is the array's bytes as they are, or byte-swapped: what C copies.
 C_CONVERSIONS = ("copy", "swap")
-
-
-class StaleFileError(ZarrfsError):
-    """A variable's array changed its type or shape since the file was listed (EIO: reopen it)."""
 
 
 class NetcdfFile(VirtualFile):

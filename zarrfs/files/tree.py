@@ -6,7 +6,7 @@ sidecars `P/N.raw.hdr`, `P/N.mhd` (`P/N.t0.c1.mhd`... per volume past 3-D), `P/N
 enabled formats that can express it; a georeferenced raster's `P/N.tif` is the tiled GeoTIFF and
 its strip file `P/N.strips.tif`, see `formats.is_map`); a string or bytes array as `P/N.npy`
 and `P/N.json` only, sized the first time they are asked about (the one
-exception to "sizes from metadata": see engine/vlen.py). Each directory also has
+exception to "sizes from metadata": see engine/vlen_widths.py). Each directory also has
 `.group.json` with the group's metadata and attributes, and an OME-Zarr
 image group its pyramidal OME-TIFF, `NAME.ome.tif` (ome_images.py). A SOURCE that is a
 single array appears in the mount root under the store's name. Names are
@@ -33,7 +33,7 @@ from ..errors import IsDirectoryError, NotFoundError, StoreError
 from ..options import EngineOptions
 from ..formats import FORMATS, GROUP_SUFFIXES, NC_SUFFIX, OME_TIFF_SUFFIX, VOLUME_FORMATS, json_document
 from ..formats.tiled_tiff import LazyTiledLayout
-from ..formats.vlen import VLEN_SUFFIXES, vlen_document, vlen_npy_layout
+from ..formats.vlen_files import VLEN_SUFFIXES, vlen_document, vlen_npy_layout
 from ..model.meta import ArrayMeta, GroupMeta
 from .contract import DeferredFile, OpenBytes, OpenedFile, VirtualFile
 from .layout_files import LayoutFile
@@ -285,7 +285,7 @@ class VirtualTree:
         return files
 
     def _vlen_files(self, name: str, meta: ArrayMeta) -> dict[str, Entry]:
-        """`N.npy` and `N.json` of a variable-length array, sized when first asked (engine/vlen.py)."""
+        """`N.npy` and `N.json` of a variable-length array, sized when first asked (engine/vlen_widths.py)."""
         engine = self.engine
         semantics = self.semantics(meta)
 

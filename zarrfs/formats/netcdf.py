@@ -44,7 +44,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import ZarrfsError
+from ..errors import InexactValueError
 from ..model.meta import ArrayMeta, GroupMeta
 
 NC_SUFFIX = ".nc"
@@ -77,10 +77,6 @@ READAHEAD_GAP = 4 << 20
 PAGE = 4096
 # Attributes a NetCDF file must not repeat: Zarr bookkeeping, and netCDF-C's reserved names.
 _DROPPED_ATTRIBUTE_PREFIXES = ("_ARRAY_DIMENSIONS", "_NC")
-
-
-class InexactValueError(ZarrfsError):
-    """An int64 value of a CDF-2 file's double variable that a double cannot hold exactly (EIO)."""
 
 
 @dataclass(frozen=True)

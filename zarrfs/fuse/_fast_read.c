@@ -32,17 +32,8 @@
 
 #include "../_extension.h"
 
-typedef struct {
-    long (*serve)(void *table, uint64_t fh, char *out, size_t size, int64_t offset, int *missed);
-    long (*serve_loaded)(void *table, uint64_t fh, char *out, size_t size, int64_t offset, int64_t until,
-                         int64_t began_ns);
-    void *table;
-} ServeEntry;
-
 typedef int (*read_callback)(const char *path, char *buf, size_t size, off_t offset, void *fi);
 
-/* The loader's outcomes (zarrfs/fuse/ops.py `load_for_c`); an errno is returned negated. */
-enum { LOADED = 0, WRITTEN = 1 };
 /* `load_then_serve`'s answer when the read goes on to mfusepy's callback. */
 #define TO_PYTHON_PATH LONG_MIN
 
@@ -199,7 +190,14 @@ static PyMethodDef fast_read_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
-ZARRFS_MODULE_SLOTS(fast_read_slots, );
+/* The loader's outcomes, for Python to answer with (fuse/ops.py): declared once, in _extension.h. */
+static int fast_read_exec(PyObject *module) {
+    if (PyModule_AddIntConstant(module, "LOADED", LOADED) < 0 || PyModule_AddIntConstant(module, "WRITTEN", WRITTEN) < 0)
+        return -1;
+    return 0;
+}
+
+ZARRFS_MODULE_SLOTS(fast_read_slots, {Py_mod_exec, (void *)fast_read_exec},);
 
 static struct PyModuleDef fast_read_module = {
     .m_base = PyModuleDef_HEAD_INIT,

@@ -45,8 +45,10 @@ _QUIET_ERRNOS = {errno.ENOENT, errno.EROFS}  # normal answers, not worth a log l
 # Distinct failures remembered for logging each once; a bound keeps memory flat
 # on a store that fails everywhere (later ones then log every time).
 _MAX_REPORTED = 10_000
-# What `load_for_c` answers C (fuse/_fast_read.c keeps the same numbers).
-LOADED, WRITTEN = 0, 1
+# What `load_for_c` answers C: its constants (zarrfs/_extension.h). Without the compiled read
+# callback C never calls `load_for_c`, and any two distinct numbers stand for them.
+LOADED, WRITTEN = (compiled.fast_read.LOADED, compiled.fast_read.WRITTEN) if compiled.fast_read is not None \
+    else (0, 1)
 
 
 def _errno_boundary(method: F) -> F:

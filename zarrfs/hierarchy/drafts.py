@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..model.draft import parse_seed_array, parse_zp2_array
+from ..model.v3_drafts import parse_seed_array, parse_zp2_array
 from ..model.meta import GroupMeta, join_key, require_object
 from ..stores.store import Store
 from .dialects import Node

@@ -96,7 +96,7 @@ def check_children(count: int, where: str) -> None:
 # ------------------------------------------------ variable-length arrays
 #
 # A string or bytes array is served at a fixed width n (its longest element), which only
-# reading the whole array can tell (engine/vlen.py). Three bounds keep that affordable:
+# reading the whole array can tell (engine/vlen_widths.py). Three bounds keep that affordable:
 # the scan itself (elements decoded into Python objects, ~1 s per million), the fixed-width
 # .npy it produces (one long element widens every element), and the values put into .json.
 

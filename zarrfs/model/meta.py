@@ -42,7 +42,7 @@ class ArrayMeta:
     opaque_type: str | None = None
     # Variable-length elements: "str" or "bytes" (`dtype` is then numpy's object dtype and
     # `fill_value` a 0-d object array). Such an array has no byte layout until the engine
-    # finds its width (engine/vlen.py); its files are .npy and .json only.
+    # finds its width (engine/vlen_widths.py); its files are .npy and .json only.
     vlen: str | None = None
     # v2 without `dimension_separator`: pre-2.8 NestedDirectoryStore may have written 'i/j' keys
     # while the metadata says nothing, so a missing dotted key is tried nested too.

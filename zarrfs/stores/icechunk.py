@@ -39,7 +39,7 @@ from urllib.parse import urlsplit
 
 from fsspec.asyn import AsyncFileSystem
 
-from ..errors import NotZarrError
+from ..errors import IcechunkReadError, NotZarrError
 from .trust import TrustRule
 
 log = logging.getLogger(__name__)
@@ -222,15 +222,6 @@ def _storage(icechunk: Any, source: str, options: dict[str, Any]) -> Any:
         return icechunk.http_storage(source, headers=options.get("headers"))
     raise NotZarrError(f"{source}: Icechunk repositories are read from local paths, s3:// or gs:// URLs"
                        " (and http(s):// with icechunk 2)")
-
-
-class IcechunkReadError(Exception):
-    """An error icechunk raised while reading a key, in one line. `permanent` when reading again
-    cannot change it: a file of the repository that does not parse (icechunk's FormatError)."""
-
-    def __init__(self, message: str, permanent: bool = False) -> None:
-        super().__init__(message)
-        self.permanent = permanent
 
 
 class IcechunkFileSystem(AsyncFileSystem):

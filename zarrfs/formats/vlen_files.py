@@ -1,6 +1,6 @@
 """The files of a variable-length (string or bytes) array: `.npy` at its fixed width, and `.json`.
 
-Both are built once the width is known (engine/vlen.py finds it), so the view
+Both are built once the width is known (engine/vlen_widths.py finds it), so the view
 hands them out as deferred files (`files.contract.DeferredFile`). No `.raw`, `.tif` or `.raw` sidecars: a
 reader of those would expect numbers, and their headers have no string type.
 
