@@ -327,20 +327,3 @@ def test_zarrfs_mounted_takes_a_catalog(share: Share, tmp_path: Path) -> None:
         assert np.array_equal(np.load(root / "lab/archive.zip/archive.npy"),
                               share.arrays["lab/project-b/archive.zip/archive.npy"])
         assert (root / "lab/settings.json").read_bytes() == (share.root / "lab/project-b/settings.json").read_bytes()
-
-
-@pytest.mark.mount
-def test_sizes_given_with_the_listing_are_the_files_sizes(share: Share, tmp_path: Path) -> None:
-    """READDIRPLUS hands the kernel each entry's attributes with the listing (fuse/ops.py): what `ls -l`
-    shows, from those, is every file's real size; a file whose size was not known yet (a tiled TIFF's
-    IFDs not built) is looked up, and its size is right too."""
-    import subprocess
-
-    with mounted(share.root, tmp_path / "mnt", tmp_path / "log") as mount:
-        directory = mount / "lab/project-a/scan.zarr"
-        listed = subprocess.run(["ls", "-l", "--time-style=+", str(directory)], check=True, capture_output=True,
-                                text=True).stdout.splitlines()[1:]
-        sizes = {line.split()[-1]: int(line.split()[4]) for line in listed}
-        assert "scan.tiled.tif" in sizes and "scan.npy" in sizes
-        for name, size in sizes.items():
-            assert size == len((directory / name).read_bytes()), name

@@ -86,10 +86,6 @@ class Once(Generic[V]):
             return self._flight.run(None, self._build_and_keep)
         return self._value  # type: ignore[return-value]  # built: set before `_built`
 
-    @property
-    def built(self) -> bool:
-        return self._built
-
     def _build_and_keep(self) -> V:
         if not self._built:  # a caller that found the flight ended just now: no second build
             self._value = self._build()

@@ -74,10 +74,6 @@ class VirtualFile(ABC):
     @abstractmethod
     def open(self) -> OpenedFile: ...
 
-    def known_size(self) -> int | None:
-        """The size when knowing it builds nothing (a listing may state it), else None."""
-        return self.size
-
 
 class DeferredFile(VirtualFile):
     """A file built the first time it is sized or opened: a directory lists without building it (a
@@ -93,9 +89,6 @@ class DeferredFile(VirtualFile):
 
     def open(self) -> OpenedFile:
         return self.file.value().open()
-
-    def known_size(self) -> int | None:
-        return self.file.value().known_size() if self.file.built else None
 
 
 class OpenBytes(OpenedFile):

@@ -26,7 +26,7 @@ from .. import extensions
 from ..errors import ZarrfsError
 from ..files.contract import OpenedFile
 from ..files.mount_tree import MountTree
-from ..files.tree import DirEntry, Entry, FileEntry, StatsEntry
+from ..files.tree import DirEntry, Entry, StatsEntry
 from . import compiled
 from .service_times import ServiceTimes
 
@@ -39,8 +39,6 @@ F = TypeVar("F", bound=Callable[..., Any])
 BLOCK_SIZE = 1 << 20
 # What readdir tells of each name (libfuse passes st_mode on as the entry's d_type).
 _DIRECTORY, _FILE = {"st_mode": stat.S_IFDIR}, {"st_mode": stat.S_IFREG}
-# libfuse 3's readdir flag (the kernel asks for attributes too) and filler flag (this entry has them).
-FUSE_READDIR_PLUS, FUSE_FILL_DIR_PLUS = 1 << 0, 1 << 1
 _QUIET_ERRNOS = {errno.ENOENT, errno.EROFS}  # normal answers, not worth a log line
 # Distinct failures remembered for logging each once; a bound keeps memory flat
 # on a store that fails everywhere (later ones then log every time).
@@ -154,24 +152,6 @@ class ZarrOperations(mfusepy.Operations):
         return [(".", _DIRECTORY, 0), ("..", _DIRECTORY, 0),
                 *((name, _DIRECTORY if isinstance(child, DirEntry) else _FILE, 0)
                   for name, child in self.tree.listdir(entry).items())]
-
-    @_errno_boundary
-    def readdir_plus(self, path: str) -> list[tuple[str, dict[str, int], bool]]:
-        """The names with their attributes, for libfuse's READDIRPLUS: (name, attributes, complete). An
-        entry whose size would mean building its file (a TIFF's IFDs) gets its type alone, and the kernel
-        looks it up when someone asks; every other one goes whole, so that `ls -l` of a wide directory
-        makes no LOOKUP round trip per entry. (libfuse 3.14 still asks `getattr` for each as it fills the
-        reply; the attributes are given whole all the same, so that no libfuse can pass on a partial one.)"""
-        entry = self.tree.lookup(path)
-        if not isinstance(entry, DirEntry):
-            raise mfusepy.FuseOSError(errno.ENOTDIR)
-        found: list[tuple[str, dict[str, int], bool]] = [(".", _DIRECTORY, False), ("..", _DIRECTORY, False)]
-        for name, child in self.tree.listdir(entry).items():
-            if isinstance(child, FileEntry) and child.file.known_size() is None:
-                found.append((name, _FILE, False))
-            else:
-                found.append((name, self._attributes(child), True))
-        return found
 
     @_errno_boundary
     def access(self, path: str, amode: int) -> int:
@@ -326,17 +306,3 @@ class ReplyBufferFUSE(mfusepy.FUSE):
         out = np.frombuffer((ctypes.c_char * size).from_address(ctypes.addressof(buf.contents)), np.uint8)
         name = None if path is None else path.decode(self.encoding, self.errors)
         return self.operations.read_into(name, out, offset, fip.contents)
-
-    def readdir_fuse_3(self, path: bytes | None, buf: Any, filler: Any, offset: int, fip: Any, flags: int) -> int:
-        """mfusepy fills names and types alone; asked for READDIRPLUS, every entry whose attributes are
-        known goes with them (FUSE_FILL_DIR_PLUS), see `ZarrOperations.readdir_plus`."""
-        if not flags & FUSE_READDIR_PLUS or path is None:
-            return int(super().readdir_fuse_3(path, buf, filler, offset, fip, flags))
-        st = mfusepy.c_stat()
-        for name, attributes, complete in self.operations.readdir_plus(path.decode(self.encoding, self.errors)):
-            ctypes.memset(ctypes.byref(st), 0, ctypes.sizeof(st))
-            mfusepy.set_st_attrs(st, attributes, use_ns=True)
-            if filler(buf, name.encode(self.encoding, self.errors), st, 0,
-                      FUSE_FILL_DIR_PLUS if complete else 0) != 0:
-                break
-        return 0
