@@ -235,11 +235,17 @@ def test_cached_only_reads_leave_disk_reads_to_the_caller(disk_dir: Path) -> Non
     chunk = np.arange(64 * 32, dtype="<i4").reshape(64, 32)
     path = disk_dir / "chunk"
     path.write_bytes(chunk.tobytes())
-    drop_from_page_cache(path)
     target = np.zeros((64, 32), "<i4")
     files = ChunkFiles()
     block = (slice(0, 64), slice(0, 32))
-    assert files.read_block(0, str(path), (64, 32), block, target, cached_only=True) is None
+    # Evicted and checked (mincore), a page can still come back before the read on a busy machine (the
+    # clean-clone run of this stop saw it once): evicted again, up to five times, the read must say None.
+    for _ in range(5):
+        drop_from_page_cache(path)
+        answer = files.read_block(0, str(path), (64, 32), block, target, cached_only=True)
+        if answer is None:
+            break
+    assert answer is None
     assert files.read_block(0, str(path), (64, 32), block, target) is True
     assert (target == chunk).all()
     target[:] = 0
