@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 
 from budget import examples
 from zarrfs.codecs import V2ChunkCodec, V3ChunkCodec, parse_codecs
-from zarrfs.codecs.elements import BytesCodec
+from zarrfs.codecs.layout_codecs import BytesCodec
 from zarrfs.codecs.sharding import EMPTY, ShardingCodec
 from zarrfs.errors import ChunkError, MetadataError, UnsupportedError
 from zarrfs.model.v3_drafts import parse_seed_array, parse_zp2_array

@@ -17,7 +17,7 @@ from numcodecs.abc import Codec
 
 from ..errors import ChunkError, MetadataError
 from .bounds import chunk_output_bound, decode_bytes, decodes_into
-from .elements import BytesCodec
+from .layout_codecs import BytesCodec
 from .registry import lookup, named
 from .spec import ChunkSpec, as_objects, view_as_chunk
 

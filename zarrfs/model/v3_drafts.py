@@ -13,7 +13,7 @@ from typing import Any, Literal
 import numpy as np
 
 from ..codecs import V2ChunkCodec, V3ChunkCodec, numcodecs_codec
-from ..codecs.elements import BytesCodec
+from ..codecs.layout_codecs import BytesCodec
 from ..codecs.sharding import ShardingCodec
 from ..elements.dtypes import (
     explicit_byte_order,
