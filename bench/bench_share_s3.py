@@ -137,7 +137,8 @@ def summarise(requests: list[tuple[str, str]]) -> str:
         elif method == "HEAD":
             heads += 1
     most = max(lists.values(), default=0)
-    return f"{sum(lists.values())} lists of {len(lists)} prefixes (at most {most} per prefix), {gets} GETs, {heads} HEADs"
+    return (f"{sum(lists.values())} lists of {len(lists)} prefixes (at most {most} per prefix), "
+            f"{gets} GETs, {heads} HEADs")
 
 
 @contextmanager
