@@ -43,7 +43,9 @@ from bench_data import DEFAULT_ROOT, band, recent_memory  # noqa: E402
 
 ZARRFS = [sys.executable, "-P", "-m", "zarrfs"]
 BLOB_ROWS = 16384  # 16384 x 16384 float32 = 1 GiB
-RATARMOUNT = os.environ.get("RATARMOUNT", shutil.which("ratarmount") or "/tmp/ratar-venv/bin/ratarmount")
+# scripts/setup_bench_peers.sh installs rclone and ratarmount 1.3 (in .venv-ratarmount)
+RATARMOUNT = os.environ.get("RATARMOUNT", shutil.which("ratarmount")
+                            or str(Path(__file__).parent.parent / ".venv-ratarmount" / "bin" / "ratarmount"))
 
 
 def make_share(root: Path, stores: int) -> Path:
