@@ -78,3 +78,65 @@ def test_daemon_notifies_ready_then_stopping(tmp_path: Path) -> None:
             daemon.wait()
         if os.path.ismount(mountpoint):
             subprocess.run(["fusermount3", "-u", "-z", str(mountpoint)], check=False)
+
+
+def _exec_start(unit_text: str, environment: dict[str, str]) -> list[str]:
+    """The unit's ExecStart as systemd expands it (systemd.service(5), "Command lines"): `$NAME` as a word
+    of its own is the value split at whitespace (zero or more words), `${NAME}` is exactly one word."""
+    line = next(text for text in unit_text.splitlines() if text.startswith("ExecStart="))
+    words: list[str] = []
+    for word in line.removeprefix("ExecStart=").split():
+        if word.startswith("${") and word.endswith("}"):
+            words.append(environment.get(word[2:-1], ""))
+        elif word.startswith("$"):
+            words.extend(environment.get(word[1:], "").split())
+        else:
+            words.append(word)
+    return [ZARRFS if word == "/usr/local/bin/zarrfs" else word for word in words]
+
+
+def _environment_file(text: str) -> dict[str, str]:
+    return dict(line.split("=", 1) for line in text.splitlines() if line and not line.startswith("#"))
+
+
+@pytest.mark.parametrize("kind", ["share", "catalog"])
+def test_cluster_recipe_mounts_a_share_or_a_catalog(kind: str, tmp_path: Path) -> None:
+    """docs/collections.md's per-node recipe: the unit's own ExecStart, expanded from the env file the
+    doc gives (a share's folder; a catalog with ZARRFS_SOURCE empty), mounts both stores and notifies."""
+    share = tmp_path / "share"
+    for name, value in (("a", 1), ("b", 2)):
+        zarr.create_array(str(share / "project" / f"{name}.zarr"), data=np.full((2, 3), value, dtype="u1"))
+    (share / "project" / "notes.txt").write_text("beside the stores\n")
+    mountpoint = tmp_path / "mnt"
+    mountpoint.mkdir()
+    if kind == "share":
+        env_text = f"ZARRFS_SOURCE={share}\nZARRFS_MOUNTPOINT={mountpoint}\n"
+        a_raw, b_raw = mountpoint / "project" / "a.zarr" / "a.raw", mountpoint / "project" / "b.zarr" / "b.raw"
+    else:
+        catalog = tmp_path / "catalog.toml"
+        catalog.write_text(f'[a]\nsource = "{share}/project/a.zarr"\n\n[b]\nsource = "{share}/project/b.zarr"\n')
+        env_text = f"ZARRFS_SOURCE=\nZARRFS_MOUNTPOINT={mountpoint}\nZARRFS_OPTIONS=--catalog {catalog}\n"
+        a_raw, b_raw = mountpoint / "a" / "a.raw", mountpoint / "b" / "b.raw"
+    command = _exec_start(UNIT.read_text(), _environment_file(env_text))
+    address = str(tmp_path / "notify.sock")
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    listener.bind(address)
+    listener.settimeout(60)
+    daemon = subprocess.Popen(command, env={**os.environ, "NOTIFY_SOCKET": address},
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        assert listener.recv(256) == b"READY=1"
+        assert a_raw.read_bytes() == b"\x01" * 6
+        assert b_raw.read_bytes() == b"\x02" * 6
+        if kind == "share":
+            assert (mountpoint / "project" / "notes.txt").read_text() == "beside the stores\n"
+        daemon.send_signal(signal.SIGTERM)
+        assert daemon.wait(timeout=30) == 0
+        assert not os.path.ismount(mountpoint)
+    finally:
+        listener.close()
+        if daemon.poll() is None:
+            daemon.kill()
+            daemon.wait()
+        if os.path.ismount(mountpoint):
+            subprocess.run(["fusermount3", "-u", "-z", str(mountpoint)], check=False)
