@@ -1,0 +1,102 @@
+"""Shards read whole over a network: one request for a shard's inner chunks, held while they decode.
+
+A sequential read of a sharded array loads a shard's inner chunks in a few
+batches (groups of bands, readahead.py `_step`); zarr-python stores them in
+Morton order, so each batch's chunks lie in several separate ranges, and each
+range costs a request (a round trip, and the server's work). TensorStore reads
+a shard in one request. The rule here: on a network store, a load that wants
+at least a quarter of a shard's stored inner chunks (one band of a shard of
+4 x 4, the smallest share of a shard a C-order stream's batch asks for)
+fetches the span from the first stored byte to the last (the index says
+where, so its size is known before anything is fetched) in one request, and
+keeps it in the cache as side data (counted against the budget like any
+entry) until the shard's other inner chunks have been decoded from it; then
+it is the first entry evicted. A load wanting fewer (random access, a tile)
+reads just its ranges; one that wants a quarter fetches at most four times
+the bytes it decodes now, and keeps the rest for the reads that continue.
+
+A span the cache evicted before its shard was done is fetched again by the
+next load that needs it; spans larger than a share of the budget are never
+held (`SPAN_SHARE`).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Hashable
+
+import numpy as np
+
+from ..codecs.sharding import EMPTY
+from ..errors import ChunkError
+from .cache import ChunkCache, new_token
+from .fetches import RangeFetches
+
+Coords = tuple[int, ...]
+Wanted = list[tuple[Coords, int, int]]  # (coords, offset in the shard, nbytes)
+
+# A load wanting at least 1/SPAN_FROM of a shard's stored inner chunks reads the shard's span.
+SPAN_FROM = 4
+# A held span takes at most this share of the cache budget: a few shards of a shard row held at
+# once leave the band being read its room.
+SPAN_SHARE = 8
+# Shards whose undecoded inner chunks are remembered at once (a sequential stream reads one shard
+# row at a time); past it the oldest is forgotten and its span ages out of the cache.
+TRACKED_SHARDS = 64
+
+
+class ShardSpans:
+    """The spans of shards being read whole, for one sharded array."""
+
+    def __init__(self, cache: ChunkCache, fetches: RangeFetches, *, enabled: bool) -> None:
+        self.cache = cache
+        self.fetches = fetches
+        self.enabled = enabled
+        self._key_prefix: Hashable = ("shard-span", new_token())
+        self._left: OrderedDict[Coords, set[int]] = OrderedDict()  # shard -> stored inner chunks not decoded yet
+        self._lock = threading.Lock()
+
+    def span_for(self, key: str, shard: Coords, index: np.ndarray, wanted: Wanted) -> tuple[int, memoryview] | None:
+        """(its first byte's offset in the shard, the span) to decode `wanted` from; None: read
+        `wanted`'s own ranges. Raises ZarrfsError when the span's fetch fails."""
+        if not self.enabled or not wanted:
+            return None
+        stored = np.flatnonzero(index[:, 0] != EMPTY)
+        with self._lock:
+            tracked = shard in self._left
+        if not tracked and SPAN_FROM * len(wanted) < len(stored):
+            return None
+        pieces = [(int(index[i, 0]), int(index[i, 0]) + int(index[i, 1])) for i in stored]
+        start, stop = min(begin for begin, _ in pieces), max(end for _, end in pieces)
+        if stop - start > self.cache.budget_bytes // SPAN_SHARE:
+            return None
+        if not tracked:
+            with self._lock:
+                self._left.setdefault(shard, {int(i) for i in stored})
+                while len(self._left) > TRACKED_SHARDS:
+                    self._left.popitem(last=False)
+        span = self.cache.get((self._key_prefix, shard), lambda _: self._fetch(key, start, stop, pieces))
+        return start, memoryview(span)
+
+    def decoded(self, shard: Coords, wanted: Wanted, flat: Callable[[Coords], int]) -> None:
+        """`wanted` were decoded from the shard's span: once none is left, the span goes first."""
+        with self._lock:
+            left = self._left.get(shard)
+            if left is None:
+                return
+            left.difference_update(flat(coords) for coords, _, _ in wanted)
+            if left:
+                return
+            del self._left[shard]
+        self.cache.demote([(self._key_prefix, shard)])
+
+    def _fetch(self, key: str, start: int, stop: int, pieces: list[tuple[int, int]]) -> np.ndarray:
+        (data,) = self.fetches.ranges(key, [(start, stop)], [pieces])
+        if data is None:
+            raise ChunkError("shard vanished after its index was read")
+        if isinstance(data, BaseException):
+            raise data
+        if len(data) != stop - start:
+            raise ChunkError(f"shard span [{start}:{stop}] came back with {len(data)} bytes (truncated shard)")
+        return np.frombuffer(data, np.uint8)  # side data: its nbytes count against the budget
