@@ -17,7 +17,7 @@ the bytes it decodes now, and keeps the rest for the reads that continue.
 
 A span the cache evicted before its shard was done is fetched again by the
 next load that needs it; spans larger than a share of the budget are never
-held (`SPAN_SHARE`).
+held (`SPAN_SHARE`, `SPAN_MAX`).
 """
 
 from __future__ import annotations
@@ -41,6 +41,9 @@ SPAN_FROM = 4
 # A held span takes at most this share of the cache budget: a few shards of a shard row held at
 # once leave the band being read its room.
 SPAN_SHARE = 8
+# Nor more than this, so that one request still ends well within the store's per-request timeout
+# on a slow link (a shard of the benchmark's 1 GiB store: 29 MB).
+SPAN_MAX = 64 << 20
 # Shards whose undecoded inner chunks are remembered at once (a sequential stream reads one shard
 # row at a time); past it the oldest is forgotten and its span ages out of the cache.
 TRACKED_SHARDS = 64
@@ -69,7 +72,7 @@ class ShardSpans:
             return None
         pieces = [(int(index[i, 0]), int(index[i, 0]) + int(index[i, 1])) for i in stored]
         start, stop = min(begin for begin, _ in pieces), max(end for _, end in pieces)
-        if stop - start > self.cache.budget_bytes // SPAN_SHARE:
+        if stop - start > min(SPAN_MAX, self.cache.budget_bytes // SPAN_SHARE):
             return None
         if not tracked:
             with self._lock:
