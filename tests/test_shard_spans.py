@@ -129,3 +129,27 @@ def test_a_span_that_vanished_fails_the_read_naming_the_chunk(stored) -> None:
                 reader.read(0, reader.nbytes)
         finally:
             opened.close()
+
+
+def test_a_span_the_cache_evicted_leaves_the_rest_of_its_shard_to_ranges(tmp_path: Path) -> None:
+    shape = (2048, 512)  # 16 shards, 4 MiB decoded: twice the cache
+    truth = np.arange(np.prod(shape), dtype="<f4").reshape(shape)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        array = zarr.create_array(str(tmp_path / "b.zarr"), shape=shape, shards=SHARDS, chunks=CHUNKS, dtype="<f4",
+                                  compressors=[ZstdCodec(level=1)])
+        array[...] = truth
+    RecordingHandler.ranges = []
+    with http_server(tmp_path, RecordingHandler) as server:
+        opened = Engine.open(f"{server.url}/b.zarr", options=EngineOptions(cache_bytes=2 << 20))
+        try:
+            reader = opened.reader("")
+            band = 64 * shape[1] * 4
+            assert reader.read(0, band) == truth[:64].tobytes()  # spans of shards (0, 0) and (0, 1)
+            assert reader.read(4 * band, reader.nbytes) == truth[256:].tobytes()  # evicts them
+            before = len(data_requests(RecordingHandler.ranges))
+            assert reader.read(band, 2 * band) == truth[64:128].tobytes()
+            again = [spec for path, spec in data_requests(RecordingHandler.ranges)[before:]]
+            assert again and not any(spec.startswith("bytes=0-") for spec in again), again
+        finally:
+            opened.close()

@@ -15,16 +15,20 @@ it is the first entry evicted. A load wanting fewer (random access, a tile)
 reads just its ranges; one that wants a quarter fetches at most four times
 the bytes it decodes now, and keeps the rest for the reads that continue.
 
-A span the cache evicted before its shard was done is fetched again by the
-next load that needs it; spans larger than a share of the budget are never
-held (`SPAN_SHARE`, `SPAN_MAX`).
+Only the cache holds a span (this module keeps a weak reference), so its
+memory stays within the budget; a span the cache evicted before its shard
+was done leaves the shard's other inner chunks to their own ranges. Spans
+larger than a share of the budget are never fetched (`SPAN_SHARE`,
+`SPAN_MAX`).
 """
 
 from __future__ import annotations
 
 import threading
+import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -44,9 +48,19 @@ SPAN_SHARE = 8
 # Nor more than this, so that one request still ends well within the store's per-request timeout
 # on a slow link (a shard of the benchmark's 1 GiB store: 29 MB).
 SPAN_MAX = 64 << 20
-# Shards whose undecoded inner chunks are remembered at once (a sequential stream reads one shard
-# row at a time); past it the oldest is forgotten and its span ages out of the cache.
+# Shards read whole remembered at once (a sequential stream reads one shard row at a time); past
+# it the oldest is forgotten, and its span ages out of the cache.
 TRACKED_SHARDS = 64
+
+
+@dataclass
+class _Held:
+    """A shard read whole: where its span begins, the span (while anything holds it), and its
+    stored inner chunks not decoded from it yet."""
+
+    start: int
+    span: weakref.ref[np.ndarray]
+    left: set[int]
 
 
 class ShardSpans:
@@ -57,7 +71,7 @@ class ShardSpans:
         self.fetches = fetches
         self.enabled = enabled
         self._key_prefix: Hashable = ("shard-span", new_token())
-        self._left: OrderedDict[Coords, set[int]] = OrderedDict()  # shard -> stored inner chunks not decoded yet
+        self._held: OrderedDict[Coords, _Held] = OrderedDict()
         self._lock = threading.Lock()
 
     def span_for(self, key: str, shard: Coords, index: np.ndarray, wanted: Wanted) -> tuple[int, memoryview] | None:
@@ -65,33 +79,41 @@ class ShardSpans:
         `wanted`'s own ranges. Raises ZarrfsError when the span's fetch fails."""
         if not self.enabled or not wanted:
             return None
-        stored = np.flatnonzero(index[:, 0] != EMPTY)
         with self._lock:
-            tracked = shard in self._left
-        if not tracked and SPAN_FROM * len(wanted) < len(stored):
+            held = self._held.get(shard)
+        if held is not None:
+            # The cache's entry, looked up without touching its place in the LRU; once the cache
+            # evicted it (and no decode still uses it) the rest of the shard reads its own ranges.
+            span = held.span()
+            if span is not None:
+                return held.start, memoryview(span)
+            with self._lock:
+                self._held.pop(shard, None)
+            return None
+        stored = np.flatnonzero(index[:, 0] != EMPTY)
+        if SPAN_FROM * len(wanted) < len(stored):
             return None
         pieces = [(int(index[i, 0]), int(index[i, 0]) + int(index[i, 1])) for i in stored]
         start, stop = min(begin for begin, _ in pieces), max(end for _, end in pieces)
         if stop - start > min(SPAN_MAX, self.cache.budget_bytes // SPAN_SHARE):
             return None
-        if not tracked:
-            with self._lock:
-                self._left.setdefault(shard, {int(i) for i in stored})
-                while len(self._left) > TRACKED_SHARDS:
-                    self._left.popitem(last=False)
         span = self.cache.get((self._key_prefix, shard), lambda _: self._fetch(key, start, stop, pieces))
+        with self._lock:
+            self._held.setdefault(shard, _Held(start, weakref.ref(span), {int(i) for i in stored}))
+            while len(self._held) > TRACKED_SHARDS:
+                self._held.popitem(last=False)
         return start, memoryview(span)
 
     def decoded(self, shard: Coords, wanted: Wanted, flat: Callable[[Coords], int]) -> None:
         """`wanted` were decoded from the shard's span: once none is left, the span goes first."""
         with self._lock:
-            left = self._left.get(shard)
-            if left is None:
+            held = self._held.get(shard)
+            if held is None:
                 return
-            left.difference_update(flat(coords) for coords, _, _ in wanted)
-            if left:
+            held.left.difference_update(flat(coords) for coords, _, _ in wanted)
+            if held.left:
                 return
-            del self._left[shard]
+            del self._held[shard]
         self.cache.demote([(self._key_prefix, shard)])
 
     def _fetch(self, key: str, start: int, stop: int, pieces: list[tuple[int, int]]) -> np.ndarray:
