@@ -4,6 +4,10 @@ answer on a table of reads, edges and overflow-sized values included."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import pytest
 
 from zarrfs.engine import served
@@ -52,3 +56,11 @@ def test_c_stream_reach_refuses_a_negative_size() -> None:
     with pytest.raises(ValueError):
         c_side.stream_reach(-1)
 
+
+
+def test_without_the_extension_readahead_goes_by_the_python_rule() -> None:
+    script = ("from zarrfs.engine import served; "
+              "assert served.CachedReads is None; "
+              "assert served.continues_stream is served.python_continues_stream; "
+              "assert served.stream_reach is served.python_stream_reach")
+    subprocess.run([sys.executable, "-c", script], env={**os.environ, "ZARRFS_NO_EXTENSIONS": "1"}, check=True)

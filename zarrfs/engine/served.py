@@ -39,7 +39,7 @@ else:
 # stream's reads only within the stretch readahead allowed it (`Readahead.c_stretch`), so both must
 # tell a stream's reads alike. `Readahead.track` asks these names; with the C side they are C's own
 # functions. Without it no read is answered in C and these are the same arithmetic in Python
-# (tests/test_cached_reads.py holds them to C's on a table of reads).
+# (tests/test_stream_rule.py holds them to C's on a table of reads).
 
 # A read within max(4 x its size, this) of where the file's last read ended continues its stream.
 SEQUENTIAL_REACH = 1 << 20
