@@ -222,8 +222,8 @@ class ShardedChunkSource:
         self._index_key_prefix: Hashable = ("shard-index", new_token())
         # Decodes write into memory given to them, never returning a view of their input.
         self._decodes_into = sharding.codec.decodes_into(meta.dtype)
-        # Over a network, shards a load wants most of come in one request (shard_spans.py); only
-        # for decodes into new memory, so that no chunk keeps a view of a span alive.
+        # Over a network, a shard a load wants a quarter or more of comes in one request
+        # (shard_spans.py); only for decodes into new memory, so no chunk keeps a view of a span alive.
         self._spans = ShardSpans(cache, fetches, enabled=store.remote and self._decodes_into)
 
     def group(self, coords: Coords) -> Hashable | None:
