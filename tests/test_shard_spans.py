@@ -145,7 +145,9 @@ def test_a_span_the_cache_evicted_leaves_the_rest_of_its_shard_to_ranges(tmp_pat
         try:
             reader = opened.reader("")
             band = 64 * shape[1] * 4
-            assert reader.read(0, band) == truth[:64].tobytes()  # spans of shards (0, 0) and (0, 1)
+            assert reader.read(0, band) == truth[:64].tobytes()
+            spans = [path for path, spec in data_requests(RecordingHandler.ranges) if spec.startswith("bytes=0-")]
+            assert sorted(spans) == ["/b.zarr/c/0/0", "/b.zarr/c/0/1"]
             assert reader.read(4 * band, reader.nbytes) == truth[256:].tobytes()  # evicts them
             before = len(data_requests(RecordingHandler.ranges))
             assert reader.read(band, 2 * band) == truth[64:128].tobytes()

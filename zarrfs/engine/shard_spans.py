@@ -42,9 +42,11 @@ Wanted = list[tuple[Coords, int, int]]  # (coords, offset in the shard, nbytes)
 
 # A load wanting at least 1/SPAN_FROM of a shard's stored inner chunks reads the shard's span.
 SPAN_FROM = 4
-# A held span takes at most this share of the cache budget: a few shards of a shard row held at
-# once leave the band being read its room.
-SPAN_SHARE = 8
+# A held span takes at most 1/SPAN_SHARE of the cache budget: the spans of a shard row (4 shards
+# in the benchmark's store) held at once then take at most a quarter of it, and the band being
+# read and readahead keep their room (at 1/8, a 256 MiB cache evicted spans before their shards
+# were done, and a sequential read fetched 28% more than the store holds).
+SPAN_SHARE = 16
 # Nor more than this, so that one request still ends well within the store's per-request timeout
 # on a slow link (a shard of the benchmark's 1 GiB store: 29 MB).
 SPAN_MAX = 64 << 20
