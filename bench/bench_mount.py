@@ -14,7 +14,8 @@ In one run, interleaved, medians of --repeat runs:
   (c) 20,000 random 4 KiB preads with a warm daemon cache and the file's pages
       dropped, p50/p99, against the ceiling (both mounted, taking turns);
   (d) peak daemon RSS (VmHWM) streaming a 1 GiB array with --cache-size 256M;
-  and decodes per chunk from the mount's .zarrfs-stats.json (uncompressed local
+  and decodes per chunk from the mount's .zarrfs-stats.json (with the decodes that wrote into
+  memory fresh from the kernel, which it zeroes first: "fresh buffers"; uncompressed local
   chunks are not decoded but read from their files: bytes read per array byte),
   and the CPU seconds each cold read cost (the FUSE daemon's plus dd's): on 2
   vCPUs a read cannot take less than half of that.
@@ -180,6 +181,7 @@ def run_store(store: str, work: Path, repeat: int, cache_size: str) -> dict:
         "cold", "zp3", "ceiling_cold", "second", "ceiling_second", "plain_second")}
     cpu: dict[str, list[float]] = {"zarrfs": [], "ceiling": []}  # CPU seconds of the cold read
     decodes: list[float] = []
+    fresh: list[float] = []
     raw_bytes: list[float] = []  # uncompressed local chunks are read from their files, not decoded
     for _ in range(repeat):
         # Every timed process starts on recently used memory (bench_data.recent_memory), peers and mounts alike.
@@ -195,6 +197,9 @@ def run_store(store: str, work: Path, repeat: int, cache_size: str) -> dict:
             results["second"].append(dd_seconds(raw))
             counters = stats(work / "z")
             decodes.append(counters["cache"]["loads"] / chunks)
+            # Decodes into memory fresh from the kernel, which zeroes it first (the rest reuse an
+            # evicted chunk's memory, engine/buffers.py): a count, steady on a loaded machine.
+            fresh.append(counters["cache"]["loads"] - counters["cache"]["spares_reused"])
             raw_bytes.append(counters["raw_chunk_reads"]["bytes"] / NBYTES)
         with mounted(ceiling_mount(work / "c"), work / "c") as pid:
             recent_memory()
@@ -206,7 +211,7 @@ def run_store(store: str, work: Path, repeat: int, cache_size: str) -> dict:
         dd_seconds(plain)
         results["plain_second"].append(dd_seconds(plain))
     gbps = {k: NBYTES / 1e9 / statistics.median(v) for k, v in results.items()}
-    return {"gbps": gbps, "decodes_per_chunk": statistics.median(decodes),
+    return {"gbps": gbps, "decodes_per_chunk": statistics.median(decodes), "fresh_buffers": statistics.median(fresh),
             "cpu": {k: statistics.median(v) for k, v in cpu.items()},
             "raw_bytes_per_byte": statistics.median(raw_bytes)}
 
@@ -242,8 +247,9 @@ def main() -> None:
                 plain.write(os.urandom(1 << 24))
         print("(a) cold sequential dd bs=1M, (b) second read; GB/s, medians of", args.repeat)
         print("| store | zarrfs cold | zarr-python z[:] | ceiling cold | vs zp3 | vs ceiling | "
-              "zarrfs 2nd | ceiling 2nd | plain 2nd | 2nd vs ceiling 2nd | decodes/chunk | cold CPU-s zarrfs / ceiling |")
-        print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+              "zarrfs 2nd | ceiling 2nd | plain 2nd | 2nd vs ceiling 2nd | decodes/chunk | fresh buffers | "
+              "cold CPU-s zarrfs / ceiling |")
+        print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
         for store in args.stores.split(","):
             r = run_store(store, work, args.repeat, args.cache_size)
             g = r["gbps"]
@@ -252,7 +258,7 @@ def main() -> None:
                   f"{g['ceiling_second']:.2f} | {g['plain_second']:.2f} | "
                   f"{g['second'] / g['ceiling_second']:.2f}x | {r['decodes_per_chunk']:.2f}"
                   + (f" (read raw: {r['raw_bytes_per_byte']:.2f} B/B)" if r["raw_bytes_per_byte"] else "")
-                  + f" | {r['cpu']['zarrfs']:.2f} / {r['cpu']['ceiling']:.2f} |", flush=True)
+                  + f" | {r['fresh_buffers']:.0f} | {r['cpu']['zarrfs']:.2f} / {r['cpu']['ceiling']:.2f} |", flush=True)
         store = args.stores.split(",")[0]
         p = run_preads(store, work)
         print(f"\n(c) {PREADS} random 4 KiB preads, warm daemon cache, {store}: p50 {p['p50']:.0f} us "

@@ -7,10 +7,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
+import zarr
 
 from oracles import write_zarr
 from zarrfs.engine.engine import Engine
-from zarrfs.engine.readahead import WINDOW_BYTES, ReadStream
+from zarrfs.engine.readahead import LOCAL_READAHEAD_BYTES, WINDOW_BYTES, Readahead, ReadStream
 
 
 def test_window_holds_budget_while_it_lives(tmp_path: Path, open_engine: Callable[..., Engine]) -> None:
@@ -72,3 +73,23 @@ def test_concurrent_streams_share_one_readahead_budget(tmp_path: Path, open_engi
     del streams, stream
     gc.collect()
     assert engine.cache.budget_figures()["claimed_bytes"] == 0  # closed streams give their bands back
+
+
+def test_a_local_store_reads_ahead_by_a_bounded_reach_a_remote_one_by_the_budget(
+        tmp_path: Path, open_engine: Callable[..., Engine]) -> None:
+    """Locally readahead reaches LOCAL_READAHEAD_BYTES (or a band): beyond it, a cold stream's first
+    pass only takes more fresh memory. Over a network the reach stays half the budget's room."""
+    data = np.zeros((4096, 1024), dtype="<f4")  # bands of 64 rows x 1024 x 4 = 256 KiB
+    oracle = write_zarr(tmp_path, data, zarr_format=3, chunks=(64, 128))
+    engine = open_engine(oracle.store, cache_bytes=1 << 30)
+    reader = engine.reader(oracle.node)
+    band = reader.readahead.band_bytes
+    room = (engine.cache.budget_bytes - band - WINDOW_BYTES) // 2
+    assert reader.readahead.readahead_max == LOCAL_READAHEAD_BYTES < room
+    remote = Readahead("a", reader.grid, reader.meta.grid, reader.itemsize, reader.nbytes, engine.cache,
+                       enabled=True, remote=True)
+    assert remote.readahead_max == room
+    # A band larger than that: readahead still loads the next band whole.
+    zarr.create_array(str(tmp_path / "wide.zarr"), shape=(2048, 1 << 16), chunks=(512, 1 << 16), dtype="<f4")
+    wide = open_engine(str(tmp_path / "wide.zarr"), cache_bytes=1 << 30).reader("")
+    assert wide.readahead.band_bytes == 128 << 20 == wide.readahead.readahead_max

@@ -75,6 +75,9 @@
 /* The largest read served here (FUSE reads are at most a few MiB): its size times 4 (the reach of
  * a stream, `continues_stream`) cannot overflow. */
 #define MAX_READ_BYTES ((size_t)1 << 40)
+/* The floor of a stream's reach (`stream_reach_of`): a read within max(4 x its size, this) of where
+ * the file's last read ended continues its stream. Exported as the module's SEQUENTIAL_REACH. */
+#define SEQUENTIAL_REACH (1 << 20)
 
 /* Chunks come and go with every cache load and eviction, interleaved with the decoded chunks'
  * own megabyte blocks: allocated from Python's small-object allocator (`PyMem_Malloc`, always
@@ -269,12 +272,29 @@ static int bit_length(uint64_t v) {
     return v == 0 ? 0 : 64 - __builtin_clzll(v);
 }
 
-/* Whether a read of [offset, offset + size) continues the file's reads (and note it), as
- * `Readahead.track` decides for its stream. */
+/* The sequential-stream rule, the one both paths go by (engine/served.py calls the module
+ * functions below, `Readahead.track` through them): a read of `size` bytes continues a stream
+ * whose last read ended at `last_end` (-1: none) when it starts within max(4 x size, `floor`) of
+ * it. Total over sizes from 0 and offsets from 0: the reach saturates, the distance is unsigned. */
+static int64_t stream_reach_of(int64_t size, int64_t floor) {
+    if (size > INT64_MAX / 4)
+        return INT64_MAX;
+    return 4 * size > floor ? 4 * size : floor;
+}
+
+static int stream_continues(int64_t last_end, int64_t start, int64_t size, int64_t floor) {
+    if (last_end < 0)
+        return 0;
+    uint64_t distance = start >= last_end ? (uint64_t)start - (uint64_t)last_end
+                                          : (uint64_t)last_end - (uint64_t)start;
+    return distance <= (uint64_t)stream_reach_of(size, floor);
+}
+
+/* Whether a read of [offset, offset + size) continues the file's reads (and note it), by the rule
+ * above with this table's floor. */
 static int continues_stream(const CachedReads *self, File *f, int64_t offset, int64_t size) {
     int64_t stop = offset + size; /* `serve` checked that it holds, and that 4 x size does */
-    int64_t reach = 4 * size > self->sequential_bytes ? 4 * size : self->sequential_bytes;
-    int sequential = f->next_offset >= 0 && llabs(offset - f->next_offset) <= reach;
+    int sequential = stream_continues(f->next_offset, offset, size, self->sequential_bytes);
     f->next_offset = sequential && f->next_offset > stop ? f->next_offset : stop;
     return sequential;
 }
@@ -1102,8 +1122,40 @@ static int cached_reads_exec(PyObject *module) {
         Py_DECREF(&CachedReadsType);
         return -1;
     }
-    return 0;
+    return PyModule_AddIntConstant(module, "SEQUENTIAL_REACH", SEQUENTIAL_REACH);
 }
+
+static PyObject *module_stream_reach(UNUSED PyObject *module, PyObject *args) {
+    long long size;
+    if (!PyArg_ParseTuple(args, "L:stream_reach", &size))
+        return NULL;
+    if (size < 0) {
+        PyErr_SetString(PyExc_ValueError, "stream_reach: a size below 0");
+        return NULL;
+    }
+    return PyLong_FromLongLong(stream_reach_of(size, SEQUENTIAL_REACH));
+}
+
+static PyObject *module_continues_stream(UNUSED PyObject *module, PyObject *args) {
+    long long last_end, start, stop;
+    if (!PyArg_ParseTuple(args, "LLL:continues_stream", &last_end, &start, &stop))
+        return NULL;
+    if (last_end < -1 || start < 0 || stop < start) {
+        PyErr_SetString(PyExc_ValueError, "continues_stream: last_end from -1, start from 0, stop from start");
+        return NULL;
+    }
+    return PyBool_FromLong(stream_continues(last_end, start, stop - start, SEQUENTIAL_REACH));
+}
+
+static PyMethodDef module_methods[] = {
+    {"stream_reach", (PyCFunction)module_stream_reach, METH_VARARGS,
+     "stream_reach(size) -> int: how far from the last read's end a read of `size` bytes may start and still "
+     "continue a sequential stream: max(4 x size, SEQUENTIAL_REACH)."},
+    {"continues_stream", (PyCFunction)module_continues_stream, METH_VARARGS,
+     "continues_stream(last_end, start, stop) -> bool: whether a read of [start, stop) continues reads that last "
+     "ended at `last_end` (-1: none), the rule `CachedReads(SEQUENTIAL_REACH)` answers streams by."},
+    {NULL, NULL, 0, NULL},
+};
 
 ZARRFS_MODULE_SLOTS(cached_reads_slots, {Py_mod_exec, (void *)cached_reads_exec},);
 
@@ -1112,6 +1164,7 @@ static struct PyModuleDef cached_reads_module = {
     .m_name = "zarrfs.engine._cached_reads",
     .m_doc = "Reads served from cached chunks without Python.",
     .m_slots = cached_reads_slots,
+    .m_methods = module_methods,
 };
 
 PyMODINIT_FUNC PyInit__cached_reads(void) {

@@ -5,6 +5,11 @@ from typing import Any
 import numpy as np
 from typing_extensions import Buffer, final
 
+SEQUENTIAL_REACH: int
+
+def continues_stream(last_end: int, start: int, stop: int, /) -> bool: ...
+def stream_reach(size: int, /) -> int: ...
+
 @final  # a C type without Py_TPFLAGS_BASETYPE
 class CachedReads:
     def __init__(self, sequential_bytes: int) -> None: ...

@@ -30,6 +30,7 @@ from ..model.meta import ArrayMeta
 from ..stores.store import Store
 from .cache import ChunkCache, new_token
 from .fetches import RangeFetches
+from .shard_spans import ShardSpans
 
 log = logging.getLogger(__name__)
 
@@ -221,6 +222,9 @@ class ShardedChunkSource:
         self._index_key_prefix: Hashable = ("shard-index", new_token())
         # Decodes write into memory given to them, never returning a view of their input.
         self._decodes_into = sharding.codec.decodes_into(meta.dtype)
+        # Over a network, a shard a load wants a quarter or more of comes in one request
+        # (shard_spans.py); only for decodes into new memory, so no chunk keeps a view of a span alive.
+        self._spans = ShardSpans(cache, fetches, enabled=store.remote and self._decodes_into)
 
     def group(self, coords: Coords) -> Hashable | None:
         return self._shard(coords)
@@ -270,6 +274,18 @@ class ShardedChunkSource:
                 yield one, None
             else:
                 wanted.append((one, *entry))
+        if index is not None:
+            try:
+                held = self._spans.span_for(key, shard, index, wanted)
+            except ZarrfsError as exc:
+                yield from ((one, self._error(key, one, exc)) for one, _, _ in wanted)
+                return
+            if held is not None:
+                begin, span = held
+                for one, offset, nbytes in wanted:
+                    yield one, self._decode(key, one, span, offset - begin, nbytes)
+                self._spans.decoded(shard, wanted, self._flat)
+                return
         runs = coalesce(wanted)
         fetched = self.fetches.ranges(
             key, [(run.start, run.stop) for run in runs],
@@ -283,6 +299,12 @@ class ShardedChunkSource:
             for one, offset, nbytes in run.members:
                 yield one, self._decode(key, one, data, offset - run.start, nbytes)
 
+    def _flat(self, coords: Coords) -> int:
+        """The index entry of inner chunk `coords` in its shard."""
+        shard = self._shard(coords)
+        per_shard = self.sharding.chunks_per_shard(self.meta.grid.stored_shape(shard))
+        return int(np.ravel_multi_index(self._within(shard, coords), per_shard))
+
     def _entry(self, index: np.ndarray | None, shard_shape: tuple[int, ...], within: Coords) -> tuple[int, int] | None:
         """(offset, nbytes) of inner chunk `within` of its shard; None when it is fill value."""
         if index is None:  # no shard: every inner chunk is fill
@@ -291,7 +313,8 @@ class ShardedChunkSource:
         offset, nbytes = (int(v) for v in index[int(np.ravel_multi_index(within, per_shard))])
         return None if offset == int(EMPTY) else (offset, nbytes)
 
-    def _decode(self, key: str, coords: Coords, data: bytes | bytearray, start: int, nbytes: int) -> Outcome:
+    def _decode(self, key: str, coords: Coords, data: bytes | bytearray | memoryview, start: int,
+                nbytes: int) -> Outcome:
         try:
             if start + nbytes > len(data):
                 # A short answer: the index points past the shard's end, or the body was cut.

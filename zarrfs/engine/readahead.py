@@ -58,6 +58,13 @@ FULL_REACH_AFTER = 16 << 20
 # kernel's readahead keeps in flight (the mount sets 4 MiB for local stores).
 PASSED_SLACK = 8 << 20
 
+# On a local store, readahead reaches no further than this (or one band, if that is more). A chunk
+# file costs no round trip, so this is lookahead enough for the workers to decode ahead of the FUSE
+# transport; every byte more is memory the stream's first pass takes fresh from the kernel, which
+# zeroes it (a cold `dd` of a 1 GiB blosc-lz4 array with a 512 MiB cache: 300 MiB of first-pass
+# buffers and a sixth of the daemon's CPU in `clear_page` with the budget's half as the reach).
+LOCAL_READAHEAD_BYTES = 64 << 20
+
 # On a local store, inner chunks this big or bigger are read ahead in quarter windows, not in
 # groups of bands (`Readahead._step`): a read of a chunk file costs no round trip, and quarter
 # windows overlap the reads of one band with the decodes of another. On a remote store every
@@ -126,6 +133,8 @@ class Readahead:
         # Readahead starts at one band and doubles; it never claims more than
         # half of what the cache has left after the band being read.
         room = max(0, budget_bytes - self.band_bytes - WINDOW_BYTES) // 2
+        if not remote:
+            room = min(room, max(LOCAL_READAHEAD_BYTES, self.band_bytes))
         self.readahead_max = min(readahead_max if readahead_max is not None else room, room) if enabled else 0
         self.step = self._step(read_grid, outer_grid, remote)
         # Said once, when a stream of the array first turns sequential: readers of tiles

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from typing import Any
 
 import numpy as np
@@ -28,31 +28,40 @@ from .. import extensions
 CachedReads: Any = None
 if extensions.wanted():
     try:
-        from ._cached_reads import CachedReads
+        from . import _cached_reads as _c_side
+        CachedReads = _c_side.CachedReads
     except ImportError as error:
         extensions.unavailable("zarrfs.engine._cached_reads", error)
 else:
     extensions.unavailable("zarrfs.engine._cached_reads")
 
-# A read within max(4 x its size, this) of where the file's last read ended continues a
-# sequential stream (`continues_stream`).
+# The sequential-stream rule is C's (`_cached_reads.c`, `stream_continues`): the C path answers a
+# stream's reads only within the stretch readahead allowed it (`Readahead.c_stretch`), so both must
+# tell a stream's reads alike. `Readahead.track` asks these names; with the C side they are C's own
+# functions. Without it no read is answered in C and these are the same arithmetic in Python
+# (tests/test_stream_rule.py holds them to C's on a table of reads).
+
+# A read within max(4 x its size, this) of where the file's last read ended continues its stream.
 SEQUENTIAL_REACH = 1 << 20
+INT64_MAX = 2**63 - 1
 
 
-def continues_stream(last_end: int, start: int, stop: int) -> bool:
-    """Whether a read of [start, stop) continues reads that last ended at `last_end` (-1: none).
-
-    The one rule `Readahead.track` and the C path (`_cached_reads.c`
-    `continues_stream`, the same arithmetic, held to this function by
-    tests/test_cached_reads.py) go by, so that C answers a stream's reads
-    only within the stretch readahead allowed it (`Readahead.c_stretch`).
-    """
-    return last_end >= 0 and abs(start - last_end) <= stream_reach(stop - start)
+def python_continues_stream(last_end: int, start: int, stop: int) -> bool:
+    """Whether a read of [start, stop) continues reads that last ended at `last_end` (-1: none)."""
+    return last_end >= 0 and abs(start - last_end) <= python_stream_reach(stop - start)
 
 
-def stream_reach(size: int) -> int:
-    """How far from the last read's end a read of `size` bytes may start and still continue it."""
-    return max(4 * size, SEQUENTIAL_REACH)
+def python_stream_reach(size: int) -> int:
+    """How far from the last read's end a read of `size` bytes may start and still continue it
+    (at most 2**63 - 1, where C's int64 reach saturates)."""
+    return min(max(4 * size, SEQUENTIAL_REACH), INT64_MAX)
+
+
+continues_stream: Callable[[int, int, int], bool] = python_continues_stream
+stream_reach: Callable[[int], int] = python_stream_reach
+if CachedReads is not None:
+    SEQUENTIAL_REACH = _c_side.SEQUENTIAL_REACH
+    continues_stream, stream_reach = _c_side.continues_stream, _c_side.stream_reach
 
 # Chunk files the C side keeps open at most (each a descriptor), the least recently registered
 # closed first: a sequential stream reads one band of chunk files at a time.
