@@ -29,6 +29,7 @@ from ..model.grids import ChunkGrid, refine
 from ..model.meta import ArrayMeta
 from ..stores.store import Store
 from .cache import ChunkCache, new_token
+from .chunk_versions import ChunkVersions
 from .fetches import RangeFetches
 
 log = logging.getLogger(__name__)
@@ -113,6 +114,8 @@ class PlainChunkSource:
         self.decode_slots = decode_slots
         self.read_grid = meta.grid
         self._decodes_into = meta.codec.decodes_into(meta.dtype)
+        # One source per reader: the chunks' versions its open files read (chunk_versions.py).
+        self.versions = ChunkVersions(f"{store.display_name}: array /{meta.path}")
         # Pre-2.8 zarr NestedDirectoryStore wrote 'i/j' keys without saying so.
         # None = not known yet: a missing dotted key also tries the nested one,
         # until a chunk is found either way (a declared separator needs no such
@@ -162,14 +165,16 @@ class PlainChunkSource:
     def load(self, coords: Coords) -> np.ndarray | None:
         layout = self._nested  # read once: another thread may settle it meanwhile
         key = self._nested_key(coords) if layout else self.meta.chunk_key(coords)
-        data = self.store.get(key)
+        got = self.store.get_versioned(key)
         if layout is None:
-            if data is not None:
+            if got.data is not None:
                 self._nested = False
             elif (nested := self._nested_key(coords)) != key:
-                data = self.store.get(nested)
-                if data is not None:
+                got = self.store.get_versioned(nested)
+                if got.data is not None:
                     self._nested, key = True, nested
+        self.versions.check(coords, key, got)
+        data = got.data
         if data is None:
             return None
         try:

@@ -9,6 +9,8 @@ in another order); C then answers the reads of cached chunks within it.
 
 from __future__ import annotations
 
+from collections.abc import Hashable
+
 import numpy as np
 
 from ..engine.engine import Engine
@@ -75,6 +77,10 @@ class OpenLayoutFile(OpenedFile):
     def close(self) -> None:
         if self.region is not None:
             self.region.close()
+
+    def version(self) -> Hashable:
+        """The layout's size and the array's reader: a metadata refresh makes a new reader."""
+        return self.layout.size, None if self.region is None else self.region.reader.token
 
 
 def _no_region(start: int, stop: int, target: np.ndarray) -> None:
