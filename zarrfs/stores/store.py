@@ -439,7 +439,7 @@ class Store:
         local = self.local_path(key)
         try:
             if local is not None:
-                return self._call(what, _read_local, local)  # type: ignore[no-any-return]
+                return self._call(what, _read_local, local)
             if self.disk_cache is not None:
                 fetched = self.disk_cache.get_fetched(key, None, None,
                                                       lambda validators: self._fetch(key, None, None, validators))
