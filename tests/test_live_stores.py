@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import errno
 import os
+import shutil
 import time
 import warnings
 from collections.abc import Callable, Iterator
@@ -34,7 +35,7 @@ PLANE_BYTES = 256 * 256 * 2
 WAIT_S = 60.0
 # The daemon's line for the read that found a chunk changed under its open file.
 STALE_LOG = (r"chunk .* (was written after the files reading it were opened|changed since the files reading "
-             r"it first read it)",)
+             r"it first read it|is of an array removed from the store)",)
 
 
 def planes(first: int, count: int, offset: int = 0) -> np.ndarray:
@@ -119,6 +120,22 @@ def follow_the_writer(mount: Path, root: Path, compressors: object) -> None:
     wait_for(lambda: np.array_equal(np.load(mount / "stack.npy"), new), "the rewrite did not show")
     wait_for(lambda: (mount / "stack.raw").read_bytes() == new.tobytes(), "the .raw did not show the rewrite")
     wait_for(lambda: np.array_equal(tifffile.imread(mount / "stack.tif"), new), "the .tif did not show the rewrite")
+
+    # The stack removed: a file held open fails its next load, never reads fill value; chunk files
+    # it holds open (read raw) still hold their version: served whole. The name goes.
+    with open(mount / "stack.raw", "rb", buffering=0) as held:
+        head = held.read(64 << 10)
+        assert head == new.tobytes()[:64 << 10]
+        shutil.rmtree(root / "stack")
+        os.posix_fadvise(held.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
+        try:
+            rest = held.read()
+        except OSError as exc:
+            assert exc.errno == errno.ESTALE
+        else:
+            assert compressors is None and head + rest == new.tobytes()
+    wait_for(lambda: not (mount / "stack.npy").exists(), "the removed stack did not vanish")
+    assert (mount / "series.npy").exists()
 
 
 @pytest.mark.parametrize(("compressors", "shards"), [("auto", None), (None, None), ("auto", (2, 256, 256))],

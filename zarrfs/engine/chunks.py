@@ -104,6 +104,18 @@ def _checked(chunk: np.ndarray, meta: ArrayMeta, shape: tuple[int, ...]) -> np.n
     return chunk
 
 
+# Where each format keeps an array's metadata document, beside its chunks.
+_DOCUMENTS = {"2": ".zarray", "3": "zarr.json"}
+
+
+def _local_document(store: Store, meta: ArrayMeta) -> str | None:
+    """The local file of the array's metadata document, if it has one: an absent chunk of an array
+    whose document is gone is of a removed array, not fill value."""
+    name = _DOCUMENTS.get(meta.zarr_format)
+    path = store.local_path(f"{meta.path}/{name}" if meta.path else name) if name is not None else None
+    return path if path is not None and os.path.isfile(path) else None
+
+
 class PlainChunkSource:
     """One stored object per chunk."""
 
@@ -116,6 +128,7 @@ class PlainChunkSource:
         self._decodes_into = meta.codec.decodes_into(meta.dtype)
         # One source per reader: the chunks' versions its open files read (chunk_versions.py).
         self.versions = ChunkVersions(f"{store.display_name}: array /{meta.path}")
+        self._document = _local_document(store, meta)
         # Pre-2.8 zarr NestedDirectoryStore wrote 'i/j' keys without saying so.
         # None = not known yet: a missing dotted key also tries the nested one,
         # until a chunk is found either way (a declared separator needs no such
@@ -176,6 +189,8 @@ class PlainChunkSource:
         self.versions.check(coords, key, got)
         data = got.data
         if data is None:
+            if self._document is not None and not os.path.exists(self._document):
+                raise self.versions.stale(key, "is of an array removed from the store")
             return None
         try:
             shape = self.read_grid.stored_shape(coords)
