@@ -28,6 +28,9 @@ import zarr
 
 from mountutil import Mount, mount_in, mounted_many
 from remoteutil import RangeHandler, http_server, remote_mount
+from zarrfs.engine.chunk_versions import ChunkVersions
+from zarrfs.errors import StaleChunkError
+from zarrfs.stores.store import ABSENT, Store, Versioned
 
 PLANE = (256, 256)
 PLANE_BYTES = 256 * 256 * 2
@@ -195,3 +198,38 @@ def test_an_http_store_followed_while_written(tmp_path: Path) -> None:
         new = np.concatenate([planes(0, 4, offset=1), planes(4, 4)])
         wait_for(lambda: np.array_equal(np.load(mnt / "stack.npy"), new), "the change did not show")
         wait_for(lambda: tif_pages(mnt / "stack.tif") == 8, "the .tif did not get 8 pages")
+
+
+def test_a_chunk_version_comes_with_its_bytes(tmp_path: Path) -> None:
+    """Local: the file's identity from the descriptor read; HTTP: the answer's ETag, one request
+    per chunk (no HEAD); absent keys are ABSENT."""
+    root = tmp_path / "served" / "live.zarr"
+    write_store(root, "auto")
+    local = Store.open(str(root))
+    got = local.get_versioned("stack/c/0/0/0")
+    status = os.stat(root / "stack/c/0/0/0")
+    assert got.data == (root / "stack/c/0/0/0").read_bytes()
+    assert got.version == (status.st_ino, status.st_size, status.st_mtime_ns) and got.modified_ns == status.st_mtime_ns
+    assert local.get_versioned("stack/c/9/0/0") == Versioned(None, ABSENT)
+    with http_server(root.parent, EtagHandler) as server:
+        remote = Store.open(f"{server.url}/{root.name}")
+        got = remote.get_versioned("stack/c/0/0/0")
+        assert got.data == (root / "stack/c/0/0/0").read_bytes()
+        assert isinstance(got.version, str) and got.version.startswith('"') and got.modified_ns is None
+        assert server.counter[f"/{root.name}/stack/c/0/0/0"] == 1
+        assert remote.get_versioned("stack/c/9/0/0").version == ABSENT
+
+
+def test_a_reader_serves_one_version_of_each_chunk() -> None:
+    versions = ChunkVersions("store: array /a")
+    versions.check((0,), "c/0", Versioned(b"x", '"1"'))
+    versions.check((0,), "c/0", Versioned(b"x", '"1"'))  # the same version again
+    versions.check((1,), "c/1", Versioned(b"x", None))  # a store that tells none: nothing to check
+    with pytest.raises(StaleChunkError, match=r"array /a: chunk 'c/0' changed") as changed:
+        versions.check((0,), "c/0", Versioned(b"y", '"2"'))
+    assert changed.value.errno == errno.ESTALE
+    versions.check((2,), "c/2", Versioned(None, ABSENT))
+    with pytest.raises(StaleChunkError):  # absent (fill value) first, present now: a change
+        versions.check((2,), "c/2", Versioned(b"z", '"3"'))
+    with pytest.raises(StaleChunkError, match="written after"):  # a local file modified since the reader began
+        versions.check((3,), "c/3", Versioned(b"w", (1, 1, versions.began_ns + 1), versions.began_ns + 1))
