@@ -27,7 +27,7 @@ import tifffile
 import zarr
 
 from mountutil import Mount, mount_in, mounted_many
-from remoteutil import RangeHandler, http_server, remote_mount
+from remoteutil import RangeHandler, http_server, remote_mount, s3_server
 from zarrfs.engine.chunk_versions import ChunkVersions
 from zarrfs.errors import StaleChunkError
 from zarrfs.stores.store import ABSENT, Store, Versioned
@@ -233,3 +233,30 @@ def test_a_reader_serves_one_version_of_each_chunk() -> None:
         versions.check((2,), "c/2", Versioned(b"z", '"3"'))
     with pytest.raises(StaleChunkError, match="written after"):  # a local file modified since the reader began
         versions.check((3,), "c/3", Versioned(b"w", (1, 1, versions.began_ns + 1), versions.began_ns + 1))
+
+
+def test_an_s3_store_followed_while_written(tmp_path: Path) -> None:
+    """S3 (moto): a chunk's version is the ETag of the GET that carried it; a held file whose chunks
+    were evicted, reloaded after the writer put them anew with other bytes, fails the read."""
+    root = tmp_path / "live.zarr"
+    write_store(root, "auto")
+    with s3_server() as server:
+        server.client().create_bucket(Bucket="live")
+        server.upload("live", root, "live.zarr")
+        args = ("-S", "key=testing", "-S", "secret=testing", "-S", f"endpoint_url={server.endpoint}",
+                "-S", 'client_kwargs={"region_name": "us-east-1"}')
+        with mounted_many([remote_mount(tmp_path, "s3://live/live.zarr", *args, "--metadata-ttl", "1",
+                                        "--cache-size", "256K", expected_log=STALE_LOG)]) as (mount,):
+            mnt = mount.root
+            with open(mnt / "stack.raw", "rb", buffering=0) as held:
+                assert held.read() == planes(0, 4).tobytes()  # 8 chunks through a cache of 3
+                zarr.open_group(str(root), mode="a")["stack"][:4] = planes(0, 4, offset=1)
+                server.upload("live", root, "live.zarr")
+                os.posix_fadvise(held.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
+                held.seek(0)
+                with pytest.raises(OSError) as failed:
+                    while held.read(1 << 20):
+                        pass
+                assert failed.value.errno == errno.ESTALE
+            wait_for(lambda: np.array_equal(np.load(mnt / "stack.npy"), planes(0, 4, offset=1)),
+                     "the rewrite did not show")

@@ -13,6 +13,7 @@ file system is cancelled, which also closes its connection), and at most
 from __future__ import annotations
 
 import datetime
+import inspect
 import logging
 import os
 import random
@@ -187,6 +188,20 @@ def _read_local(path: str) -> Versioned:
     if (before.st_size, before.st_mtime_ns) != (after.st_size, after.st_mtime_ns) or len(data) != after.st_size:
         raise OSError(f"{path} changed while it was read")
     return Versioned(data, (after.st_ino, after.st_size, after.st_mtime_ns), after.st_mtime_ns)
+
+
+async def _s3_get(fs: Any, path: str) -> Versioned:
+    """A whole S3 object and the ETag of the GET that carried it, as s3fs's `cat_file` GETs it
+    (which drops the answer's headers); a missing key is FileNotFoundError, as s3fs says it."""
+    bucket, key, version_id = fs.split_path(path)
+    response = await fs._call_s3("get_object", Bucket=bucket, Key=key,
+                                 **({"VersionId": version_id} if version_id else {}))
+    try:
+        data = await response["Body"].read()
+    finally:
+        response["Body"].close()
+    etag = response.get("ETag")
+    return Versioned(data, str(etag) if etag else None)
 
 
 def _http_version(validators: dict[str, str]) -> str | None:
@@ -376,7 +391,10 @@ class Store:
         return f"{self.root.rstrip('/')}/{key}"
 
     def _invoke(self, method: str | Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        """fs.<method>(*args, **kwargs) within the per-request timeout (a function: called as it is)."""
+        """fs.<method>(*args, **kwargs) within the per-request timeout (a coroutine function: run on the
+        file system's loop, given it first; another function: called as it is)."""
+        if inspect.iscoroutinefunction(method):  # on the file system's loop, with it
+            return sync(self.fs.loop, method, self.fs, *args, timeout=self.options.timeout, **kwargs)
         if callable(method):
             return method(*args, **kwargs)
         if self._http is not None and method in _HTTP_METHODS:  # each bounds its own time
@@ -447,6 +465,8 @@ class Store:
             if self._http is not None:
                 data, got = self._call(what, "fetch", self._path(key))
                 return Versioned(data, _http_version(got))
+            if self._async and hasattr(self.fs, "_call_s3"):  # s3fs
+                return self._call(what, _s3_get, self._path(key))
         except _MISSING:
             return Versioned(None, ABSENT)
         data = self.get(key)
