@@ -198,6 +198,17 @@ def test_an_http_store_followed_while_written(tmp_path: Path) -> None:
         new = np.concatenate([planes(0, 4, offset=1), planes(4, 4)])
         wait_for(lambda: np.array_equal(np.load(mnt / "stack.npy"), new), "the change did not show")
         wait_for(lambda: tif_pages(mnt / "stack.tif") == 8, "the .tif did not get 8 pages")
+        # Chunks a held file had yet to read, rewritten: their Last-Modified, by the server's clock,
+        # is after the reader began.
+        with open(mnt / "stack.raw", "rb", buffering=0) as held:
+            assert held.read(64 << 10) == new.tobytes()[:64 << 10]
+            time.sleep(3)  # past the second resolution of Last-Modified and Date (REMOTE_SLACK_NS)
+            group["stack"][:4] = planes(0, 4, offset=2)
+            os.posix_fadvise(held.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
+            with pytest.raises(OSError) as failed:
+                while held.read(1 << 20):
+                    pass
+            assert failed.value.errno == errno.ESTALE
 
 
 def test_a_chunk_version_comes_with_its_bytes(tmp_path: Path) -> None:
@@ -215,7 +226,9 @@ def test_a_chunk_version_comes_with_its_bytes(tmp_path: Path) -> None:
         remote = Store.open(f"{server.url}/{root.name}")
         got = remote.get_versioned("stack/c/0/0/0")
         assert got.data == (root / "stack/c/0/0/0").read_bytes()
-        assert isinstance(got.version, str) and got.version.startswith('"') and got.modified_ns is None
+        assert isinstance(got.version, str) and got.version.startswith('"')
+        assert got.modified_ns == int(status.st_mtime) * 1_000_000_000  # Last-Modified: whole seconds
+        assert isinstance(got.clock_offset_ns, int)  # the server's Date against our clock
         assert server.counter[f"/{root.name}/stack/c/0/0/0"] == 1
         assert remote.get_versioned("stack/c/9/0/0").version == ABSENT
 
@@ -233,6 +246,12 @@ def test_a_reader_serves_one_version_of_each_chunk() -> None:
         versions.check((2,), "c/2", Versioned(b"z", '"3"'))
     with pytest.raises(StaleChunkError, match="written after"):  # a local file modified since the reader began
         versions.check((3,), "c/3", Versioned(b"w", (1, 1, versions.began_ns + 1), versions.began_ns + 1))
+    # A remote Last-Modified by a server clock an hour ahead: a second after the reader began is within
+    # the headers' resolution; three seconds after is a change.
+    ahead = 3600 * 10**9
+    versions.check((4,), "c/4", Versioned(b"v", '"4"', versions.began_ns + ahead + 10**9, ahead))
+    with pytest.raises(StaleChunkError, match="written after"):
+        versions.check((5,), "c/5", Versioned(b"v", '"5"', versions.began_ns + ahead + 3 * 10**9, ahead))
 
 
 def test_an_s3_store_followed_while_written(tmp_path: Path) -> None:

@@ -6,8 +6,10 @@ reader for the files opened after it: engine.py). Each chunk the reader loads is
 - the version the reader first loaded it at (a local file's identity, an HTTP answer's ETag or
   Last-Modified, "absent" for a chunk of fill value: stores/store.py `Versioned`), so that a
   chunk reloaded after eviction is the same one;
-- for local files, the moment the reader began: a chunk file modified after that was written
-  under the files open on the reader, even if the reader never loaded it before.
+- the moment the reader began, where the chunk's modification time is known (a local file's
+  mtime; a remote answer's Last-Modified, told by the server's own clock through its Date, less
+  precisely: `REMOTE_SLACK_NS`): a chunk modified after that was written under the files open on
+  the reader, even if the reader never loaded it before.
 
 A chunk that fails either check fails the read with `StaleChunkError` (ESTALE), whose message
 names store, array and chunk; the cache never keeps it, so the C path never holds it either. A
@@ -27,6 +29,9 @@ from ..stores.store import Versioned
 
 Coords = tuple[int, ...]
 
+# How much later than a remote reader's beginning a chunk's Last-Modified must be to be a change:
+# the header and the server's Date both have a resolution of a second, and the answer took a while.
+REMOTE_SLACK_NS = 2_000_000_000
 # Chunks whose first version a reader remembers at most (about 100 bytes each): past it, chunks
 # loaded for the first time are checked against the reader's beginning alone (local files).
 MAX_REMEMBERED = 1 << 20
@@ -44,8 +49,11 @@ class ChunkVersions:
     def check(self, coords: Coords, key: str, got: Versioned) -> None:
         """Raise `StaleChunkError` when chunk `coords` (stored under `key`) as loaded now is not
         the version this reader serves."""
-        if got.modified_ns is not None and got.modified_ns > self.began_ns:
-            raise self.stale(key, "was written after the files reading it were opened")
+        if got.modified_ns is not None:
+            began = self.began_ns if got.clock_offset_ns is None else \
+                self.began_ns + got.clock_offset_ns + REMOTE_SLACK_NS
+            if got.modified_ns > began:
+                raise self.stale(key, "was written after the files reading it were opened")
         if got.version is None:  # the store tells no version (fsspec's other backends)
             return
         with self._lock:

@@ -13,6 +13,7 @@ file system is cancelled, which also closes its connection), and at most
 from __future__ import annotations
 
 import datetime
+import email.utils
 import inspect
 import logging
 import os
@@ -169,7 +170,32 @@ class Versioned:
     # (inode, size, mtime_ns) of a local file; the ETag (else Last-Modified) an HTTP answer carried;
     # ABSENT for no such key; None when the store tells none (fsspec's other backends).
     version: Hashable | None
-    modified_ns: int | None = None  # a local file's mtime (a change after a reader began is a change under it)
+    # When the value was last modified (a local file's mtime; an answer's Last-Modified), ns since the
+    # epoch by the clock `clock_offset_ns` ahead of ours (None: ours): a change after a reader began is
+    # a change under it.
+    modified_ns: int | None = None
+    clock_offset_ns: int | None = None  # the server's clock minus ours, from the answer's Date
+
+
+def _http_moment(text: str | None) -> int | None:
+    """An HTTP date (Last-Modified, Date) in ns since the epoch, None when absent or unreadable."""
+    if not text:
+        return None
+    try:
+        return int(email.utils.parsedate_to_datetime(text).timestamp()) * 1_000_000_000
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return None
+
+
+def _remote_versioned(data: bytes | bytearray | None, version: str | None, modified: Any, date: Any,
+                      received_ns: int) -> Versioned:
+    """A remote answer's value and version, its Last-Modified told by the server's clock (its Date)."""
+    modified_ns = modified if isinstance(modified, int) else _http_moment(modified) \
+        if isinstance(modified, str) else None
+    server_ns = _http_moment(date) if isinstance(date, str) else None
+    if modified_ns is None or server_ns is None:
+        return Versioned(data, version)
+    return Versioned(data, version, modified_ns, server_ns - received_ns)
 
 
 def _read_local(path: str) -> Versioned:
@@ -201,7 +227,10 @@ async def _s3_get(fs: Any, path: str) -> Versioned:
     finally:
         response["Body"].close()
     etag = response.get("ETag")
-    return Versioned(data, str(etag) if etag else None)
+    modified = response.get("LastModified")
+    modified_ns = int(modified.timestamp()) * 1_000_000_000 if isinstance(modified, datetime.datetime) else None
+    date = ((response.get("ResponseMetadata") or {}).get("HTTPHeaders") or {}).get("date")
+    return _remote_versioned(data, str(etag) if etag else None, modified_ns, date, time.time_ns())
 
 
 def _http_version(validators: dict[str, str]) -> str | None:
@@ -464,7 +493,8 @@ class Store:
                 return Versioned(fetched.data, ABSENT if fetched.data is None else _http_version(fetched.validators))
             if self._http is not None:
                 data, got = self._call(what, "fetch", self._path(key))
-                return Versioned(data, _http_version(got))
+                return _remote_versioned(data, _http_version(got), got.get("Last-Modified"), got.get("Date"),
+                                         time.time_ns())
             if self._async and hasattr(self.fs, "_call_s3"):  # s3fs
                 return self._call(what, _s3_get, self._path(key))
         except _MISSING:
