@@ -79,8 +79,11 @@ class OpenLayoutFile(OpenedFile):
             self.region.close()
 
     def version(self) -> Hashable:
-        """The layout's size and the array's reader: a metadata refresh makes a new reader."""
-        return self.layout.size, None if self.region is None else self.region.reader.token
+        """The array's reader (a metadata refresh makes a new one) and the layout's size; a
+        document's own bytes (metadata alone, small)."""
+        if self.region is None:
+            return hash(self.layout.header), self.layout.size
+        return self.region.reader.token, self.layout.size
 
 
 def _no_region(start: int, stop: int, target: np.ndarray) -> None:
