@@ -18,6 +18,7 @@ import tracemalloc
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -45,18 +46,21 @@ def big_array(tmp_path_factory: pytest.TempPathFactory) -> Oracle:
 
 
 def count_fetches(engine: Engine, delay: float = 0.0) -> Counter[str]:
-    """Count (and optionally slow down) every whole-key fetch the engine's store makes."""
+    """Count (and optionally slow down) every whole-key fetch the engine's store makes (chunks come
+    with their versions, `get_versioned`; documents plainly, `get`)."""
     fetched: Counter[str] = Counter()
     lock = threading.Lock()
-    plain_get = engine.store.get
 
-    def get(key: str) -> bytes | None:
-        with lock:
-            fetched[key] += 1
-        time.sleep(delay)
-        return plain_get(key)
+    def counted(plain: Callable[[str], Any]) -> Callable[[str], Any]:
+        def get(key: str) -> Any:
+            with lock:
+                fetched[key] += 1
+            time.sleep(delay)
+            return plain(key)
+        return get
 
-    engine.store.get = get  # type: ignore[method-assign]
+    engine.store.get = counted(engine.store.get)  # type: ignore[method-assign]
+    engine.store.get_versioned = counted(engine.store.get_versioned)  # type: ignore[method-assign]
     return fetched
 
 

@@ -92,5 +92,12 @@ class StaleFileError(ZarrfsError):
     """A variable's array changed its type or shape since the NetCDF file was listed (EIO: reopen it)."""
 
 
+class StaleChunkError(ZarrfsError):
+    """A chunk changed in the store since the open files reading it first saw it, or since their
+    layout was read (ESTALE: reopen the file to see the store as it is now)."""
+
+    errno = _errno.ESTALE
+
+
 class InexactValueError(ZarrfsError):
     """An int64 value of a CDF-2 file's double variable that a double cannot hold exactly (EIO)."""

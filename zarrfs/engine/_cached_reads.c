@@ -87,6 +87,9 @@
 typedef struct RawFile {
     int fd;
     int ndim;
+    /* The file as opened: a read after which fstat tells otherwise read a file being written. */
+    off_t size;
+    struct timespec mtime;
     int64_t itemsize;
     int64_t shape[MAX_DIMS], strides[MAX_DIMS]; /* the stored chunk's, strides in bytes */
 } RawFile;
@@ -308,6 +311,14 @@ static int read_run(int fd, const struct iovec *iov, int count, int64_t at, int6
     return got == bytes ? 0 : -1;
 }
 
+/* Whether `file` is as it was when C opened it (size, mtime): checked after reading it, so that a
+ * write under the read makes the read Python's, which checks the chunk's version. */
+static int file_unchanged(const RawFile *file) {
+    struct stat now;
+    return fstat(file->fd, &now) == 0 && now.st_size == file->size && now.st_mtim.tv_sec == file->mtime.tv_sec
+           && now.st_mtim.tv_nsec == file->mtime.tv_nsec;
+}
+
 /* Read the pieces, one preadv per run of adjacent bytes of one file (the rows of a block of a
  * chunk are adjacent in its file); -1 if any came short (a file cut or failing: Python redoes it). */
 static int read_file_pieces(const FilePiece *pieces, int n) {
@@ -335,6 +346,8 @@ static int read_file_pieces(const FilePiece *pieces, int n) {
             taken[j] = 1;
         }
         if (count > 0 && read_run(file->fd, iov, count, start, end - start) < 0)
+            return -1;
+        if (!file_unchanged(file))
             return -1;
     }
     return 0;
@@ -622,9 +635,10 @@ static PyObject *link_chunk(CachedReads *self, Chunk *chunk) {
 
 static PyObject *add_file(CachedReads *self, PyObject *args) {
     unsigned long long token;
-    long long index, itemsize;
+    long long index, itemsize, not_after_ns = -1;
     PyObject *path, *shape;
-    if (!PyArg_ParseTuple(args, "KLO&OL:add_file", &token, &index, PyUnicode_FSConverter, &path, &shape, &itemsize))
+    if (!PyArg_ParseTuple(args, "KLO&OL|L:add_file", &token, &index, PyUnicode_FSConverter, &path, &shape, &itemsize,
+                          &not_after_ns))
         return NULL;
     RawFile *file = PyMem_RawCalloc(1, sizeof(RawFile));
     Py_ssize_t ndim = PySequence_Size(shape);
@@ -658,9 +672,16 @@ static PyObject *add_file(CachedReads *self, PyObject *args) {
     fd = open(PyBytes_AS_STRING(path), O_RDONLY | O_CLOEXEC);
     failed = fd < 0 || fstat(fd, &info) < 0;
     Py_END_ALLOW_THREADS
-    if (failed || info.st_size != stride) {
+    /* A file modified after `not_after_ns` is not the version its reader serves (chunk_versions.py). */
+    int later = !failed && not_after_ns >= 0
+                && (info.st_mtim.tv_sec > not_after_ns / 1000000000
+                    || (info.st_mtim.tv_sec == not_after_ns / 1000000000
+                        && info.st_mtim.tv_nsec > not_after_ns % 1000000000));
+    if (failed || info.st_size != stride || later) {
         if (failed)
             PyErr_SetFromErrnoWithFilenameObject(PyExc_OSError, path);
+        else if (later)
+            PyErr_SetString(PyExc_ValueError, "add_file: modified after its reader began");
         else
             PyErr_Format(PyExc_ValueError, "add_file: %lld bytes, not one chunk's %lld", (long long)info.st_size,
                          (long long)stride);
@@ -672,6 +693,8 @@ static PyObject *add_file(CachedReads *self, PyObject *args) {
     }
     Py_DECREF(path);
     file->fd = fd;
+    file->size = info.st_size;
+    file->mtime = info.st_mtim;
     Chunk *chunk = PyMem_Calloc(1, sizeof(Chunk));
     if (chunk == NULL) {
         close(fd);
@@ -1066,9 +1089,10 @@ static PyMethodDef cached_reads_methods[] = {
      "add_chunk(token, index, array) -> bool: chunk `index` (flat, C order) of the array `token` is cached "
      "(False: the array is not registered, and nothing was kept)."},
     {"add_file", (PyCFunction)add_file, METH_VARARGS,
-     "add_file(token, index, path, shape, itemsize) -> bool: chunk `index` of the array `token` is the file at "
-     "`path`, its C-order elements uncompressed (a chunk of `shape`: ValueError if the size differs or "
-     "overflows; False: the array is not registered)."},
+     "add_file(token, index, path, shape, itemsize, not_after_ns=-1) -> bool: chunk `index` of the array `token` "
+     "is the file at `path`, its C-order elements uncompressed (a chunk of `shape`: ValueError if the size differs "
+     "or overflows, or the file was modified after `not_after_ns`; False: the array is not registered). C reads "
+     "it while it stays as opened (size, mtime)."},
     {"remove_chunk", (PyCFunction)remove_chunk, METH_VARARGS,
      "remove_chunk(token, index) -> bool: it left the cache (False if it was not here)."},
     {"take_touched", (PyCFunction)take_touched, METH_VARARGS,

@@ -27,8 +27,9 @@ from ..codecs.sharding import EMPTY, ShardingCodec, sharding_alone
 from ..errors import ChunkError, ZarrfsError
 from ..model.grids import ChunkGrid, refine
 from ..model.meta import ArrayMeta
-from ..stores.store import Store
+from ..stores.store import ABSENT, Store, Versioned
 from .cache import ChunkCache, new_token
+from .chunk_versions import ChunkVersions
 from .fetches import RangeFetches
 from .shard_spans import ShardSpans
 
@@ -104,6 +105,18 @@ def _checked(chunk: np.ndarray, meta: ArrayMeta, shape: tuple[int, ...]) -> np.n
     return chunk
 
 
+# Where each format keeps an array's metadata document, beside its chunks.
+_DOCUMENTS = {"2": ".zarray", "3": "zarr.json"}
+
+
+def _local_document(store: Store, meta: ArrayMeta) -> str | None:
+    """The local file of the array's metadata document, if it has one: an absent chunk of an array
+    whose document is gone is of a removed array, not fill value."""
+    name = _DOCUMENTS.get(meta.zarr_format)
+    path = store.local_path(f"{meta.path}/{name}" if meta.path else name) if name is not None else None
+    return path if path is not None and os.path.isfile(path) else None
+
+
 class PlainChunkSource:
     """One stored object per chunk."""
 
@@ -114,6 +127,9 @@ class PlainChunkSource:
         self.decode_slots = decode_slots
         self.read_grid = meta.grid
         self._decodes_into = meta.codec.decodes_into(meta.dtype)
+        # One source per reader: the chunks' versions its open files read (chunk_versions.py).
+        self.versions = ChunkVersions(f"{store.display_name}: array /{meta.path}")
+        self._document = _local_document(store, meta)
         # Pre-2.8 zarr NestedDirectoryStore wrote 'i/j' keys without saying so.
         # None = not known yet: a missing dotted key also tries the nested one,
         # until a chunk is found either way (a declared separator needs no such
@@ -163,15 +179,19 @@ class PlainChunkSource:
     def load(self, coords: Coords) -> np.ndarray | None:
         layout = self._nested  # read once: another thread may settle it meanwhile
         key = self._nested_key(coords) if layout else self.meta.chunk_key(coords)
-        data = self.store.get(key)
+        got = self.store.get_versioned(key)
         if layout is None:
-            if data is not None:
+            if got.data is not None:
                 self._nested = False
             elif (nested := self._nested_key(coords)) != key:
-                data = self.store.get(nested)
-                if data is not None:
+                got = self.store.get_versioned(nested)
+                if got.data is not None:
                     self._nested, key = True, nested
+        self.versions.check(coords, key, got)
+        data = got.data
         if data is None:
+            if self._document is not None and not os.path.exists(self._document):
+                raise self.versions.stale(key, "is of an array removed from the store")
             return None
         try:
             shape = self.read_grid.stored_shape(coords)
@@ -220,6 +240,9 @@ class ShardedChunkSource:
         self.read_grid = refine(meta.grid, sharding.chunk_shape, f"array /{meta.path}")
         self.plain_local_files = False
         self._index_key_prefix: Hashable = ("shard-index", new_token())
+        # A local shard's identity is checked after each load from it (chunk_versions.py); a remote
+        # one's is not yet (docs/live-stores.md).
+        self.versions = ChunkVersions(f"{store.display_name}: array /{meta.path}")
         # Decodes write into memory given to them, never returning a view of their input.
         self._decodes_into = sharding.codec.decodes_into(meta.dtype)
         # Over a network, a shard a load wants a quarter or more of comes in one request
@@ -267,6 +290,11 @@ class ShardedChunkSource:
             error = _located(self.store, self.meta, f"{key} (shard index)", exc)
             yield from ((one, error) for one in coords)
             return
+        try:
+            self._check_shard(shard, key)
+        except ZarrfsError as exc:
+            yield from ((one, exc) for one in coords)
+            return
         wanted: list[tuple[Coords, int, int]] = []
         for one in coords:
             entry = self._entry(index, shard_shape, self._within(shard, one))
@@ -296,6 +324,11 @@ class ShardedChunkSource:
             if isinstance(data, ZarrfsError):
                 yield from ((one, self._error(key, one, data)) for one, _, _ in run.members)
                 continue
+            try:
+                self._check_shard(shard, key)  # after the read: a write under it shows
+            except ZarrfsError as exc:
+                yield from ((one, exc) for one, _, _ in run.members)
+                continue
             for one, offset, nbytes in run.members:
                 yield one, self._decode(key, one, data, offset - run.start, nbytes)
 
@@ -304,6 +337,22 @@ class ShardedChunkSource:
         shard = self._shard(coords)
         per_shard = self.sharding.chunks_per_shard(self.meta.grid.stored_shape(shard))
         return int(np.ravel_multi_index(self._within(shard, coords), per_shard))
+
+    def _check_shard(self, shard: Coords, key: str) -> None:
+        """StaleChunkError when the local file of `shard` is not the version this reader serves:
+        its index (cached) and its inner chunks must come from one version of it."""
+        path = self.store.local_path(key)
+        if path is None:
+            return
+        try:
+            status = os.stat(path)
+        except FileNotFoundError:
+            got = Versioned(None, ABSENT)
+        except OSError:
+            return  # the read itself reports what is wrong with the file
+        else:
+            got = Versioned(None, (status.st_ino, status.st_size, status.st_mtime_ns), status.st_mtime_ns)
+        self.versions.check(shard, key, got)
 
     def _entry(self, index: np.ndarray | None, shard_shape: tuple[int, ...], within: Coords) -> tuple[int, int] | None:
         """(offset, nbytes) of inner chunk `within` of its shard; None when it is fill value."""

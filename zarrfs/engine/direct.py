@@ -40,6 +40,7 @@ NOWAIT = getattr(os, "RWF_NOWAIT", 0)
 class _OpenFile:
     fd: int
     size: int
+    mtime_ns: int  # at open: a read after which it differs read a file written meanwhile
     users: int = 0
     evicted: bool = False  # closed by the last user to release it
 
@@ -61,12 +62,15 @@ class ChunkFiles:
         self.bytes_read = 0
 
     def read_block(self, owner: int, path: str, chunk_shape: tuple[int, ...], src: tuple[slice, ...],
-                   dst: np.ndarray, *, cached_only: bool = False) -> bool | None:
+                   dst: np.ndarray, *, cached_only: bool = False, not_after_ns: int | None = None) -> bool | None:
         """Fill `dst` with block `src` of the C-order chunk stored raw in `path`.
 
         Descriptors are shared per `owner` (a reader's token): a reader made
         after a metadata refresh opens the files anew, so a chunk file
         replaced meanwhile is read as it is now, as the decode path would.
+        A file written since it was opened here, or modified after `not_after_ns` (when the reader
+        began: engine/chunk_versions.py), answers False: the decode path checks its version and
+        fails the read if it changed under the reader's open files.
 
         False when the caller must decode instead: the file is not exactly one
         chunk long, or reading it failed or came up short. With `cached_only`,
@@ -88,6 +92,10 @@ class ChunkFiles:
             for start, piece in _runs(chunk_shape, src, dst):
                 if preadv_into(handle.fd, piece, start * dst.itemsize, flags) != piece.nbytes:
                     return None if flags else False  # with RWF_NOWAIT a short read may just be uncached
+            after = os.fstat(handle.fd)  # after the read: a write that began before it shows here
+            if (after.st_size, after.st_mtime_ns) != (handle.size, handle.mtime_ns) or \
+                    (not_after_ns is not None and after.st_mtime_ns > not_after_ns):
+                return False
             nbytes_read = dst.nbytes
         except BlockingIOError:  # RWF_NOWAIT: nothing of it cached
             return None
@@ -137,7 +145,7 @@ class ChunkFiles:
             if handle is not None:  # another thread opened it meanwhile
                 os.close(fd)
             else:
-                handle = self._files[key] = _OpenFile(fd, size)
+                handle = self._files[key] = _OpenFile(fd, size, status.st_mtime_ns)
                 while len(self._files) > self.max_open:
                     _, oldest = self._files.popitem(last=False)
                     if oldest.users:

@@ -48,6 +48,9 @@ class ArrayReader:
         self.source = source
         # Plain chunks in local files are read from the files, not decoded into the cache.
         self._files = files if source.plain_local_files else None
+        # Chunk files modified after the reader began are not its version (chunk_versions.py).
+        versions = getattr(source, "versions", None)
+        self._began_ns: int | None = versions.began_ns if versions is not None else None
         self.meta: ArrayMeta = source.meta
         self.grid = source.read_grid
         self.cache = cache
@@ -81,6 +84,11 @@ class ArrayReader:
                                    remote=remote)
 
     # ---------------------------------------------------------------- public
+
+    @property
+    def token(self) -> int:
+        """This reader's number: one version of the array's metadata and of the chunks it serves."""
+        return self._token
 
     def read(self, start: int, stop: int, stream: ReadStream | None = None) -> bytes:
         """Bytes [start, stop) of the C-order element stream (fewer at the end)."""
@@ -187,7 +195,8 @@ class ArrayReader:
         for coords in self.readahead.chunks_between(begin, end)[:MAX_RAW_FILES // 2]:
             path = self.source.raw_file(coords)
             if path is not None:
-                self.cache.served.open_raw_file((self._key_prefix, coords), path, self.grid.stored_shape(coords))
+                self.cache.served.open_raw_file((self._key_prefix, coords), path, self.grid.stored_shape(coords),
+                                                self._began_ns)
 
     def served_layout(self) -> tuple[int, int, tuple[int, ...], tuple[int, ...]] | None:
         """(array token, item size, shape, chunk edges) for `ServedChunks`' files, or None when
@@ -263,9 +272,11 @@ class ArrayReader:
             return False
         shape = self.grid.stored_shape(coords)
         block = tuple(slice(i, i + 1) if isinstance(i, int) else i for i in src)  # the file's rows as runs
-        done = self._files.read_block(self._token, path, shape, block, destination, cached_only=cached_only)
+        began = self._began_ns
+        done = self._files.read_block(self._token, path, shape, block, destination, cached_only=cached_only,
+                                      not_after_ns=began)
         if done and self._served_grid is not None:
-            self.cache.served.open_raw_file((self._key_prefix, coords), path, shape)
+            self.cache.served.open_raw_file((self._key_prefix, coords), path, shape, began)
         return done
 
     def _leased(self, keys: list[tuple]) -> dict[tuple, np.ndarray | None]:

@@ -126,9 +126,10 @@ class ServedChunks:
         return isinstance(value, np.ndarray) and value.dtype == dtype and not dtype.hasobject \
             and value.ndim == len(key[1])  # type: ignore[index]
 
-    def open_raw_file(self, key: Hashable, path: str, shape: tuple[int, ...]) -> None:
+    def open_raw_file(self, key: Hashable, path: str, shape: tuple[int, ...], not_after_ns: int | None = None) -> None:
         """C may read chunk `key` from its file at `path` (C-order elements of the array's dtype,
-        uncompressed, a chunk of `shape`), which the Python path reads raw (engine/direct.py)."""
+        uncompressed, a chunk of `shape`), which the Python path reads raw (engine/direct.py), while
+        the file stays as C opened it, modified no later than `not_after_ns` (None: any time)."""
         place = self._place(key)
         if place is None:
             return
@@ -138,7 +139,8 @@ class ServedChunks:
                 self._raw_files.move_to_end((token, index))
                 return
             try:
-                if not self._c.add_file(token, index, path, shape, dtype.itemsize):
+                limit = -1 if not_after_ns is None else not_after_ns
+                if not self._c.add_file(token, index, path, shape, dtype.itemsize, limit):
                     return  # the array was forgotten meanwhile
             except (OSError, ValueError):  # gone or changed since: the Python path knows what to do
                 return

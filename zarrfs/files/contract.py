@@ -22,7 +22,7 @@ the OME-TIFFs of `ome_images.py` included), `netcdf_datasets.py` (NetCDF).
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 
 import numpy as np
 
@@ -60,6 +60,12 @@ class OpenedFile(ABC):
 
     def close(self) -> None:  # noqa: B027 - a default, not abstract: most files hold nothing to let go
         """The open ends: C forgets what `attach` granted."""
+
+    def version(self) -> Hashable:
+        """What tells this open's bytes from another open's of the same path: equal for two opens
+        of one version of the file, so that the kernel may keep the pages the earlier one cached
+        (fuse/ops.py). By default the size: files with a store behind them say more."""
+        return self.size
 
 
 class VirtualFile(ABC):

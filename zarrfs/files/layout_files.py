@@ -9,6 +9,8 @@ in another order); C then answers the reads of cached chunks within it.
 
 from __future__ import annotations
 
+from collections.abc import Hashable
+
 import numpy as np
 
 from ..engine.engine import Engine
@@ -75,6 +77,13 @@ class OpenLayoutFile(OpenedFile):
     def close(self) -> None:
         if self.region is not None:
             self.region.close()
+
+    def version(self) -> Hashable:
+        """The array's reader (a metadata refresh makes a new one) and the layout's size; a
+        document's own bytes (metadata alone, small)."""
+        if self.region is None:
+            return hash(self.layout.header), self.layout.size
+        return self.region.reader.token, self.layout.size
 
 
 def _no_region(start: int, stop: int, target: np.ndarray) -> None:

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import bisect
 import logging
+from collections.abc import Hashable
+
 import numpy as np
 
 from ..conventions.image import images_of_group
@@ -62,6 +64,9 @@ class OpenNetcdf(OpenedFile):
 
     def __init__(self, file: NetcdfFile) -> None:
         self.file = file
+        # The variables' readers, taken at the open: one version of the store per open file
+        # (docs/live-stores.md); a metadata refresh gives the files opened after it new ones.
+        self._readers = [self._current_reader(index) for index in range(len(file.layout.variables))]
         self._streams = [ReadStream() for _ in file.layout.variables]
         self._in_c: list[ArrayRegion] = []  # the variables C answers, in file order
         self._begins: list[int] = []  # their blocks' begins
@@ -102,7 +107,13 @@ class OpenNetcdf(OpenedFile):
     def _read_array(self, index: int, start: int, stop: int, target: np.ndarray) -> None:
         self._reader(index).read_into(start, stop, target, self._streams[index])
 
+    def version(self) -> Hashable:
+        return self.size, tuple(reader.token for reader in self._readers)
+
     def _reader(self, index: int) -> ArrayReader:
+        return self._readers[index]
+
+    def _current_reader(self, index: int) -> ArrayReader:
         variable = self.file.layout.variables[index]
         reader = self.file.engine.reader(variable.array_path)
         if reader.meta.dtype != variable.source or reader.meta.shape != variable.shape:

@@ -33,7 +33,7 @@ import posixpath
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Hashable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -120,6 +120,9 @@ class _StoreFile(OpenedFile):
 
     def load_for_c(self, offset: int, out: np.ndarray, write: bool) -> int | None:
         return self._opened.load_for_c(offset, out, write)
+
+    def version(self) -> Hashable:
+        return self._opened.version()
 
     def close(self) -> None:
         try:

@@ -11,7 +11,7 @@ opens the file).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from typing import Any, Protocol
 
 import numpy as np
@@ -55,28 +55,34 @@ class TiledFile(VirtualFile):
     def open(self) -> OpenTiledFile:
         return OpenTiledFile(self)
 
-    def read_tiles(self, level: int, start: int, stop: int, target: np.ndarray) -> None:
-        """Bytes [start, stop) of level `level`'s tile region into the uint8 array `target`."""
-        read_tile_bytes(self.engine.reader(self.paths[level]), self.layout.grids[level], self.layout.samples[level],
-                        start, stop, target)
 
 
 class OpenTiledFile(OpenedFile):
-    """One open of a tiled TIFF: its tiles read through the levels' readers; C granted its head."""
+    """One open of a tiled TIFF: its tiles read through the levels' readers, taken at the open (one
+    version of the store per open file: docs/live-stores.md); C granted its head."""
 
     direct_io = True
 
     def __init__(self, file: TiledFile) -> None:
         self.file = file
         self.layout = file.layout
+        self._readers = [file.engine.reader(path) for path in file.paths]
         self._head = HeldHead(file.engine.cache.served, file.layout.head, self.read_into)
+
+    def read_tiles(self, level: int, start: int, stop: int, target: np.ndarray) -> None:
+        """Bytes [start, stop) of level `level`'s tile region into the uint8 array `target`."""
+        read_tile_bytes(self._readers[level], self.layout.grids[level], self.layout.samples[level], start, stop,
+                        target)
 
     @property
     def size(self) -> int:
         return self.layout.size
 
     def read_into(self, offset: int, out: np.ndarray) -> int:
-        return self.layout.read_into(offset, out, self.file.read_tiles)
+        return self.layout.read_into(offset, out, self.read_tiles)
+
+    def version(self) -> Hashable:
+        return self.size, tuple(reader.token for reader in self._readers)
 
     def attach(self, number: int) -> bool:
         return self._head.attach(number)

@@ -16,7 +16,8 @@ import os
 import stat
 import threading
 import time
-from collections.abc import Callable
+from collections import OrderedDict
+from collections.abc import Callable, Hashable
 from typing import Any, TypeVar
 
 import mfusepy
@@ -43,6 +44,9 @@ _QUIET_ERRNOS = {errno.ENOENT, errno.EROFS}  # normal answers, not worth a log l
 # Distinct failures remembered for logging each once; a bound keeps memory flat
 # on a store that fails everywhere (later ones then log every time).
 _MAX_REPORTED = 10_000
+# Paths whose last open's version is remembered (`open`'s keep_cache); one forgotten is opened
+# with its cached pages dropped, which costs rereads, never a stale byte.
+MAX_REMEMBERED_VERSIONS = 4096
 # What `load_for_c` answers C: its constants (zarrfs/_extension.h). Without the compiled read
 # callback C never calls `load_for_c`, and any two distinct numbers stand for them.
 LOADED, WRITTEN = (compiled.fast_read.LOADED, compiled.fast_read.WRITTEN) if compiled.fast_read is not None \
@@ -86,6 +90,7 @@ class ZarrOperations(mfusepy.Operations):
         self._handles: dict[int, OpenedFile] = {}
         self._next_handle = itertools.count(1)
         self._lock = threading.Lock()
+        self._versions: OrderedDict[str, Hashable] = OrderedDict()  # by path: its last open's version
         self._uid, self._gid = os.getuid(), os.getgid()
         self._mount_time_ns = time.time_ns()
         self._reported: set[str] = set()
@@ -101,9 +106,9 @@ class ZarrOperations(mfusepy.Operations):
         if conn is not None and self.max_readahead:
             conn.max_readahead = min(conn.max_readahead, self.max_readahead)
         if config is not None:
-            # The data never changes while mounted: let the kernel keep
-            # attributes, names and pages for as long as it likes.
-            config.kernel_cache = 1
+            # Attributes and names for the attribute timeout (the metadata TTL, if any); pages for as
+            # long as the file's version stays (`open`'s keep_cache: libfuse's kernel_cache would
+            # keep them whatever it answers).
             config.attr_timeout = self.attr_timeout
             config.entry_timeout = self.attr_timeout
             config.negative_timeout = self.attr_timeout
@@ -185,8 +190,19 @@ class ZarrOperations(mfusepy.Operations):
         opened.attach(handle)
         if opened.direct_io:
             fi.direct_io = 1
-        fi.keep_cache = 0 if fi.direct_io else 1  # immutable: pages cached by an earlier open stay valid
+        # The pages an earlier open cached stay valid while the file is the same version (its size,
+        # its array's reader: a metadata refresh makes new ones); else the kernel drops them now.
+        fi.keep_cache = 0 if fi.direct_io else int(self._same_version(path, opened.version()))
         return 0
+
+    def _same_version(self, path: str, version: Hashable) -> bool:
+        """Whether the last open of `path` (as far as remembered) was of this version; remembers it."""
+        with self._lock:
+            last = self._versions.pop(path, None)
+            self._versions[path] = version
+            if len(self._versions) > MAX_REMEMBERED_VERSIONS:
+                self._versions.popitem(last=False)
+        return last is not None and last == version
 
     def read(self, path: str, size: int, offset: int, fi: Any) -> bytes:
         """The plain mfusepy read. Its presence is what makes mfusepy install a read

@@ -177,21 +177,27 @@ class DiskCache:
 
     def get(self, key: str, start: int | None, stop: int | None, fetch: Fetch) -> bytes | bytearray | None:
         """The bytes of `key` [start, stop) (None: no such key), from disk when a valid copy is there."""
+        return self.get_fetched(key, start, stop, fetch).data
+
+    def get_fetched(self, key: str, start: int | None, stop: int | None, fetch: Fetch) -> Fetched:
+        """As `get`, with the validators of the version the bytes are (what an open file checks a
+        chunk by: stores/store.py `Versioned`)."""
         name = self._name(key, start, stop)
         entry = self._load(name, key, start, stop)
         if entry is not None and not self._stale(entry, key):
             self.stats.add("hits")
             self.stats.add("bytes_served", len(entry.data or b""))
-            return entry.data
+            return Fetched(entry.data, entry.validators)
         fetched = fetch(None if entry is None else entry.validators)
         if entry is not None and fetched.unchanged:
             self.stats.add("revalidated")
             self.stats.add("bytes_served", len(entry.data or b""))
-            self._store(name, key, start, stop, entry.data, fetched.validators or entry.validators)
-            return entry.data
+            validators = fetched.validators or entry.validators
+            self._store(name, key, start, stop, entry.data, validators)
+            return Fetched(entry.data, validators)
         self.stats.add("misses" if entry is None else "refetched")
         self._store(name, key, start, stop, fetched.data, fetched.validators)
-        return fetched.data
+        return fetched
 
     def get_run(self, key: str, start: int, stop: int, pieces: list[tuple[int, int]],
                 fetch: Fetch) -> bytes | bytearray | None:

@@ -124,6 +124,8 @@ class HttpReader:
                 connection, _ = self._connection(key, deadline, fresh=True)
                 response = _send(connection, target, headers, deadline)
             validators = {name: value for name in VALIDATORS if (value := response.getheader(name))}
+            if (date := response.getheader("Date")) and validators:  # the server's clock, for Last-Modified
+                validators["Date"] = date
             if response.status in _REDIRECT_STATUS or response.status >= 400 or response.status == 304:
                 response.read()  # no body to keep
                 answer: tuple[bytes | bytearray | None, str | None, dict[str, str]] | str | Exception

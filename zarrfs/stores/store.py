@@ -13,12 +13,15 @@ file system is cancelled, which also closes its connection), and at most
 from __future__ import annotations
 
 import datetime
+import email.utils
+import inspect
 import logging
 import os
 import random
+import stat
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
@@ -151,6 +154,88 @@ def _local_entries(path: str) -> list[Listed]:
     except OSError as exc:
         raise StoreError(f"{path}: cannot list: {exc.strerror}") from exc
     return listed
+
+
+# The version of a key the store does not have: a chunk of fill value.
+ABSENT = "absent"
+
+
+@dataclass(frozen=True)
+class Versioned:
+    """A key's value and the version it is, as told by the answer that carried the value (no
+    request of its own): what an open file checks each chunk it reads against
+    (engine/chunk_versions.py)."""
+
+    data: bytes | bytearray | None  # None: no such key
+    # (inode, size, mtime_ns) of a local file; the ETag (else Last-Modified) an HTTP answer carried;
+    # ABSENT for no such key; None when the store tells none (fsspec's other backends).
+    version: Hashable | None
+    # When the value was last modified (a local file's mtime; an answer's Last-Modified), ns since the
+    # epoch by the clock `clock_offset_ns` ahead of ours (None: ours): a change after a reader began is
+    # a change under it.
+    modified_ns: int | None = None
+    clock_offset_ns: int | None = None  # the server's clock minus ours, from the answer's Date
+
+
+def _http_moment(text: str | None) -> int | None:
+    """An HTTP date (Last-Modified, Date) in ns since the epoch, None when absent or unreadable."""
+    if not text:
+        return None
+    try:
+        return int(email.utils.parsedate_to_datetime(text).timestamp()) * 1_000_000_000
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return None
+
+
+def _remote_versioned(data: bytes | bytearray | None, version: str | None, modified: Any, date: Any,
+                      received_ns: int) -> Versioned:
+    """A remote answer's value and version, its Last-Modified told by the server's clock (its Date)."""
+    modified_ns = modified if isinstance(modified, int) else _http_moment(modified) \
+        if isinstance(modified, str) else None
+    server_ns = _http_moment(date) if isinstance(date, str) else None
+    if modified_ns is None or server_ns is None:
+        return Versioned(data, version)
+    return Versioned(data, version, modified_ns, server_ns - received_ns)
+
+
+def _read_local(path: str) -> Versioned:
+    """A local file's bytes and its identity, both from one descriptor. A file written while it was
+    read (its size or mtime differ after the read from before) is an OSError: the retry reads it again."""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        before = os.fstat(fd)
+        if stat.S_ISDIR(before.st_mode):
+            raise IsADirectoryError(path)
+        with os.fdopen(os.dup(fd), "rb", buffering=0) as file:
+            data = file.readall()
+        after = os.fstat(fd)
+    finally:
+        os.close(fd)
+    if (before.st_size, before.st_mtime_ns) != (after.st_size, after.st_mtime_ns) or len(data) != after.st_size:
+        raise OSError(f"{path} changed while it was read")
+    return Versioned(data, (after.st_ino, after.st_size, after.st_mtime_ns), after.st_mtime_ns)
+
+
+async def _s3_get(fs: Any, path: str) -> Versioned:
+    """A whole S3 object and the ETag of the GET that carried it, as s3fs's `cat_file` GETs it
+    (which drops the answer's headers); a missing key is FileNotFoundError, as s3fs says it."""
+    bucket, key, version_id = fs.split_path(path)
+    response = await fs._call_s3("get_object", Bucket=bucket, Key=key,
+                                 **({"VersionId": version_id} if version_id else {}))
+    try:
+        data = await response["Body"].read()
+    finally:
+        response["Body"].close()
+    etag = response.get("ETag")
+    modified = response.get("LastModified")
+    modified_ns = int(modified.timestamp()) * 1_000_000_000 if isinstance(modified, datetime.datetime) else None
+    date = ((response.get("ResponseMetadata") or {}).get("HTTPHeaders") or {}).get("date")
+    return _remote_versioned(data, str(etag) if etag else None, modified_ns, date, time.time_ns())
+
+
+def _http_version(validators: dict[str, str]) -> str | None:
+    """What tells versions of an HTTP object apart: its ETag, else its Last-Modified (None: neither sent)."""
+    return validators.get("ETag") or validators.get("Last-Modified")
 
 
 class StoreStats:
@@ -334,15 +419,20 @@ class Store:
             return key or self.root
         return f"{self.root.rstrip('/')}/{key}"
 
-    def _invoke(self, method: str, *args: Any, **kwargs: Any) -> Any:
-        """fs.<method>(*args, **kwargs) within the per-request timeout."""
+    def _invoke(self, method: str | Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """fs.<method>(*args, **kwargs) within the per-request timeout (a coroutine function: run on the
+        file system's loop, given it first; another function: called as it is)."""
+        if inspect.iscoroutinefunction(method):  # on the file system's loop, with it
+            return sync(self.fs.loop, method, self.fs, *args, timeout=self.options.timeout, **kwargs)
+        if callable(method):
+            return method(*args, **kwargs)
         if self._http is not None and method in _HTTP_METHODS:  # each bounds its own time
             return _HTTP_METHODS[method](self._http, *args, **kwargs)
         if self._async:
             return sync(self.fs.loop, getattr(self.fs, "_" + method), *args, timeout=self.options.timeout, **kwargs)
         return getattr(self.fs, method)(*args, **kwargs)
 
-    def _call(self, what: str, method: str, *args: Any, **kwargs: Any) -> Any:
+    def _call(self, what: str, method: str | Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """One store operation with retries; FileNotFoundError passes through."""
         tries = self.options.retries + 1
         for attempt in range(tries):
@@ -351,7 +441,8 @@ class Store:
                 nbytes = 0
                 try:
                     result = self._invoke(method, *args, **kwargs)
-                    body = result[0] if isinstance(result, tuple) else result  # (HttpReader.fetch's)
+                    body = result[0] if isinstance(result, tuple) else \
+                        result.data if isinstance(result, Versioned) else result  # (HttpReader.fetch's)
                     nbytes = len(body) if isinstance(body, bytes | bytearray) else 0
                     return result
                 except _MISSING:
@@ -387,6 +478,29 @@ class Store:
     def get(self, key: str) -> bytes | bytearray | None:
         """The whole value of `key`, or None if it does not exist."""
         return self._read(key, None, None)
+
+    def get_versioned(self, key: str) -> Versioned:
+        """The whole value of `key` and the version it is (`Versioned`), from the one answer that
+        carried it: a local file's identity, an HTTP answer's validators, a disk cache entry's."""
+        what = f"reading {key!r}"
+        local = self.local_path(key)
+        try:
+            if local is not None:
+                return self._call(what, _read_local, local)
+            if self.disk_cache is not None:
+                fetched = self.disk_cache.get_fetched(key, None, None,
+                                                      lambda validators: self._fetch(key, None, None, validators))
+                return Versioned(fetched.data, ABSENT if fetched.data is None else _http_version(fetched.validators))
+            if self._http is not None:
+                data, got = self._call(what, "fetch", self._path(key))
+                return _remote_versioned(data, _http_version(got), got.get("Last-Modified"), got.get("Date"),
+                                         time.time_ns())
+            if self._async and hasattr(self.fs, "_call_s3"):  # s3fs
+                return self._call(what, _s3_get, self._path(key))
+        except _MISSING:
+            return Versioned(None, ABSENT)
+        data = self.get(key)
+        return Versioned(data, ABSENT if data is None else None)
 
     def get_range(self, key: str, start: int, stop: int) -> bytes | bytearray | None:
         """Bytes [start, stop) of `key`; negative `start` counts from the end."""
