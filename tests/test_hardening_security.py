@@ -113,6 +113,17 @@ WRITE_OPERATIONS = ["write", "truncate", "create", "mkdir", "rmdir", "unlink", "
 NEED_WRITABLE_HANDLE = ["write_buf", "fallocate", "copy_file_range"]
 
 
+@pytest.mark.parametrize("mode", ["ro", "rw"])
+def test_extended_attributes_are_not_supported(mode: str, targets: dict[str, Mount]) -> None:
+    """No extended attributes: ENOTSUP (the kernel's answer once the daemon said ENOSYS, after which it asks
+    no more: `ls -l` of a wide directory would otherwise pay two round trips per entry for them)."""
+    for path in (targets[mode] / "img.npy", targets[mode].root):
+        for name in ("user.a", "security.selinux", None):
+            with pytest.raises(OSError) as raised:
+                os.listxattr(path) if name is None else os.getxattr(path, name, follow_symlinks=False)
+            assert raised.value.errno == errno.ENOTSUP
+
+
 def test_every_write_like_fuse_operation_is_refused() -> None:
     table = {name for name, *_ in mfusepy.fuse_operations._fields_}
     assert set(WRITE_OPERATIONS) <= table and {"write_buf", "fallocate"} <= table
