@@ -31,7 +31,8 @@ from ..conventions.semantics import Semantics
 from ..engine.engine import Engine, SharedParts
 from ..errors import IsDirectoryError, NotFoundError, StoreError
 from ..options import EngineOptions
-from ..formats import FORMATS, GROUP_SUFFIXES, NC_SUFFIX, OME_TIFF_SUFFIX, VOLUME_FORMATS, json_document
+from ..formats import FORMATS, GROUP_SUFFIXES, NC_SUFFIX, OME_TIFF_SUFFIX, VOLUME_FORMATS, is_map, json_document
+from ..formats.base import LazyLayout, Layout
 from ..formats.tiled_tiff import LazyTiledLayout
 from ..formats.vlen_files import VLEN_SUFFIXES, vlen_document, vlen_npy_layout
 from ..model.meta import ArrayMeta, GroupMeta
@@ -74,6 +75,42 @@ def _group_document(group: GroupMeta, collection: CollectionFile) -> LayoutFile:
     return LayoutFile.document(json_document({**group.describe(), "bioformats2raw": collection.report()}))
 
 
+# The formats whose layout is made of an array's shape, dtype, dimension names, opaque type and semantics
+# alone (not of its name, path, grid or codecs): arrays alike share one layout, built and sized once. A
+# wide group of like arrays then lists, and `ls -l` sizes it (a TIFF's header included), once, not once
+# per array. A map's `.tif` is its tiled GeoTIFF, bound to its chunks: not shared.
+SHARED_LAYOUT_SUFFIXES = frozenset({".npy", ".raw", ".tif", ".strips.tif", ".bigtiff.tif"})
+# Signatures of alike arrays remembered at once (the oldest forgotten past it): a group of all different
+# arrays holds no more than this many layouts beyond its arrays' own.
+MAX_SHARED_SIGNATURES = 4096
+
+
+class SharedLayouts:
+    """The layouts of `SHARED_LAYOUT_SUFFIXES` by the signature they are made of (see above)."""
+
+    def __init__(self) -> None:
+        self._by_signature: dict[tuple[Any, ...], dict[str, Layout | LazyLayout | None]] = {}
+        self._lock = threading.Lock()
+
+    def layouts(self, meta: ArrayMeta, semantics: Semantics) -> dict[str, Layout | LazyLayout | None] | None:
+        """The shared layouts of arrays like `meta` (a suffix absent: not built yet; None as a value: the
+        format cannot express them); None when nothing is shared (semantics that cannot be hashed, a map)."""
+        if is_map(semantics):
+            return None
+        signature = (meta.shape, meta.dtype, meta.dimension_names, meta.opaque_type, semantics)
+        try:
+            hash(signature)
+        except TypeError:
+            return None
+        with self._lock:
+            shared = self._by_signature.get(signature)
+            if shared is None:
+                if len(self._by_signature) >= MAX_SHARED_SIGNATURES:
+                    del self._by_signature[next(iter(self._by_signature))]
+                shared = self._by_signature[signature] = {}
+            return shared
+
+
 # Suffixes a single-array SOURCE's name loses: the store's kind, not the array's name.
 SOURCE_SUFFIXES = (".zip", ".ozx", ".json", ".parq", ".parquet", ".zarr")
 
@@ -101,6 +138,7 @@ class VirtualTree:
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _building: dict[str, threading.Lock] = field(default_factory=dict)  # directories being built, see listdir
     _semantics: SemanticsIndex = field(init=False)
+    _shared_layouts: SharedLayouts = field(default_factory=SharedLayouts)
 
     def __post_init__(self) -> None:
         self._semantics = SemanticsIndex(self.engine.hierarchy, self.engine.read_array)
@@ -266,11 +304,18 @@ class VirtualTree:
             return self._vlen_files(name, meta)
         files: dict[str, Entry] = {}
         semantics = self.semantics(meta)
+        shared = self._shared_layouts.layouts(meta, semantics)
         for suffix in self.suffixes:
             if suffix not in FORMATS:  # a group's file (the image's .ome.tif), not an array's
                 continue
+            sharing = shared is not None and suffix in SHARED_LAYOUT_SUFFIXES
             try:
-                layout = FORMATS[suffix](meta, semantics, name)
+                if sharing and suffix in shared:  # type: ignore[operator]
+                    layout = shared[suffix]  # type: ignore[index]
+                else:
+                    layout = FORMATS[suffix](meta, semantics, name)
+                    if sharing:
+                        shared[suffix] = layout  # type: ignore[index]
                 volumes = VOLUME_FORMATS[suffix](meta, semantics, name) if suffix in VOLUME_FORMATS else {}
             except Exception:  # a format that cannot express this array must not hide the others
                 log.exception("array /%s: cannot build its %s layout", meta.path, suffix)
