@@ -111,6 +111,34 @@ class SharedLayouts:
             return shared
 
 
+# Documents made of an array's metadata alone (its `.json`, and the sidecar headers that name its `N.raw`):
+# built at each size or open, never kept. A wide group lists each at the cost of a `RebuiltDocument`;
+# building one again takes microseconds, and the kernel keeps its size and pages.
+REBUILT_SUFFIXES = frozenset({".json", ".raw.hdr", ".mhd", ".nrrd.nhdr"})
+
+
+class RebuiltDocument(VirtualFile):
+    """An array's document, built by `FORMATS[suffix]` whenever it is sized or opened (see REBUILT_SUFFIXES)."""
+
+    __slots__ = ("_suffix", "_meta", "_semantics", "_stem")
+
+    def __init__(self, suffix: str, meta: ArrayMeta, semantics: Semantics, stem: str) -> None:
+        self._suffix, self._meta, self._semantics, self._stem = suffix, meta, semantics, stem
+
+    def _layout(self) -> Layout:
+        built = FORMATS[self._suffix](self._meta, self._semantics, self._stem)
+        # The same metadata built it when the directory was listed: it exists still.
+        assert built is not None, f"/{self._meta.path}: {self._suffix} was built once"
+        return built.layout if isinstance(built, LazyLayout) else built
+
+    @property
+    def size(self) -> int:
+        return self._layout().size
+
+    def open(self) -> OpenedFile:
+        return LayoutFile(self._layout()).open()
+
+
 # Suffixes a single-array SOURCE's name loses: the store's kind, not the array's name.
 SOURCE_SUFFIXES = (".zip", ".ozx", ".json", ".parq", ".parquet", ".zarr")
 
@@ -323,6 +351,8 @@ class VirtualTree:
             if isinstance(layout, LazyTiledLayout):  # tiles of its levels, built when first used
                 files[name + suffix] = FileEntry(DeferredFile(
                     functools.partial(tiled_file, self.engine, meta, semantics, layout.plan)), suffix)
+            elif layout is not None and suffix in REBUILT_SUFFIXES:
+                files[name + suffix] = FileEntry(RebuiltDocument(suffix, meta, semantics, name), suffix)
             elif layout is not None:
                 files[name + suffix] = FileEntry(LayoutFile(layout, self.engine, meta.path), suffix)
             files.update((volume_name, FileEntry(LayoutFile(volume, self.engine, meta.path), suffix))

@@ -74,13 +74,24 @@ class V2Dialect:
     def node(self, path: str) -> Node | None:
         where = f"{self.store.display_name}: /{path}"
         documents = self._documents(path)
+        parsed = documents.get(".zarray") or documents.get(".zgroup")
+        if isinstance(parsed, ArrayMeta | GroupMeta):
+            return parsed
+        node: Node | None = None
         if documents.get(".zarray") is not None:
             attrs = parse_attributes(documents[".zattrs"], where)
-            return parse_v2_array(documents[".zarray"], path, path, attrs, where)
-        if documents.get(".zgroup") is not None:
+            node = parse_v2_array(documents[".zarray"], path, path, attrs, where)
+        elif documents.get(".zgroup") is not None:
             require_object(documents[".zgroup"], where)
-            return GroupMeta(path, "2", parse_attributes(documents[".zattrs"], where))
-        return None
+            node = GroupMeta(path, "2", parse_attributes(documents[".zattrs"], where))
+        if node is not None and self.consolidated is not None:
+            # The documents are let go once parsed (as V3Dialect.node does); the node's key stays, for
+            # `child_names`.
+            kind = ".zarray" if isinstance(node, ArrayMeta) else ".zgroup"
+            self.consolidated[join_key(path, kind)] = node
+            if join_key(path, ".zattrs") in self.consolidated:  # (kept as a key: no listing sees the dict resized)
+                self.consolidated[join_key(path, ".zattrs")] = None
+        return node
 
     def child_names(self, path: str) -> list[str]:
         if self.consolidated is not None:
@@ -124,15 +135,20 @@ class V3Dialect:
 
     def __init__(self, store: Store, root_doc: dict[str, Any]) -> None:
         self.store = store
-        self.root_doc = root_doc  # read by detection: no second GET for the root
         self.consolidated = self._consolidated(root_doc)
+        # Read by detection: no second GET for the root. Without its consolidated block, which
+        # `consolidated` holds (and lets go of node by node, see `node`).
+        self.root_doc = {key: value for key, value in root_doc.items() if key != "consolidated_metadata"} \
+            if self.consolidated is not None else root_doc
+        if self.consolidated is not None:
+            self.consolidated[""] = self.root_doc
         self.listings = Listings(store)
 
     @staticmethod
     def _consolidated(root_doc: dict[str, Any]) -> dict[str, Any] | None:
         block = root_doc.get("consolidated_metadata")
         if isinstance(block, dict) and isinstance(block.get("metadata"), dict):
-            return {**block["metadata"], "": root_doc}
+            return dict(block["metadata"])
         return None
 
     def _doc(self, path: str) -> Any | None:
@@ -145,9 +161,18 @@ class V3Dialect:
     def node(self, path: str) -> Node | None:
         where = f"{self.store.display_name}: /{path}"
         doc = self._doc(path)
-        if doc is None:
-            return None
-        doc = require_object(doc, where)
+        if doc is None or isinstance(doc, ArrayMeta | GroupMeta):
+            return doc
+        node = self._parse(require_object(doc, where), path, where)
+        if self.consolidated is not None:
+            # The document is let go once parsed: the daemon holds one form of each node, not both
+            # (a flat group of 100,000 arrays would hold 35 MB of JSON twice over). Its key stays, for
+            # `child_names`.
+            self.consolidated[path] = node
+        return node
+
+    @staticmethod
+    def _parse(doc: dict[str, Any], path: str, where: str) -> Node:
         if doc.get("zarr_format") != 3:
             raise MetadataError(f"{where}: zarr_format must be 3, got {doc.get('zarr_format')!r}")
         node_type = doc.get("node_type")
