@@ -14,13 +14,16 @@ a store that cannot list (an HTTP server without index pages) shows
 
 from __future__ import annotations
 
+import dataclasses
+import json
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol
 
 from ..errors import MetadataError
 from ..model.meta import ArrayMeta, GroupMeta, join_key, require_object
 from ..model.v2 import parse_v1_array, parse_v2_array
-from ..model.v3 import check_must_understand, parse_v3_array
+from ..model.v3 import check_must_understand, chunk_key_encoding, parse_v3_array
 from ..stores.store import Store
 from .documents import Listings, get_document, get_json, parse_attributes, parse_document
 
@@ -128,6 +131,35 @@ class V1Dialect:
 
 
 _GROUP_KEYS = {"zarr_format", "node_type", "attributes", "consolidated_metadata"}
+# Documents of alike arrays remembered at once (the oldest forgotten past it).
+MAX_ALIKE_ARRAYS = 4096
+
+
+class AlikeArrays:
+    """v3 arrays whose documents differ only in their attributes share everything parsed of them but their
+    path, chunk keys and attributes (shape, data type, grid, fill value, codec pipeline: immutable, and
+    free of the array's path): a wide group of like arrays parses one document, and holds one of each."""
+
+    def __init__(self) -> None:
+        self._parsed: dict[str, ArrayMeta] = {}
+        self._lock = threading.Lock()
+
+    def array(self, doc: dict[str, Any], path: str, where: str) -> ArrayMeta:
+        signature = json.dumps({key: value for key, value in doc.items() if key != "attributes"}, sort_keys=True)
+        with self._lock:
+            alike = self._parsed.get(signature)
+        if alike is None:
+            meta = parse_v3_array(doc, path, path, where)
+            with self._lock:
+                if len(self._parsed) >= MAX_ALIKE_ARRAYS:
+                    del self._parsed[next(iter(self._parsed))]
+                self._parsed[signature] = meta
+            return meta
+        attributes = doc.get("attributes", {})
+        if not isinstance(attributes, dict):
+            raise MetadataError(f"{where}: attributes must be an object")
+        return dataclasses.replace(alike, path=path, attributes=attributes,
+                                   chunk_key=chunk_key_encoding(doc.get("chunk_key_encoding"), path, where))
 
 
 class V3Dialect:
@@ -143,6 +175,7 @@ class V3Dialect:
         if self.consolidated is not None:
             self.consolidated[""] = self.root_doc
         self.listings = Listings(store)
+        self._alike = AlikeArrays()
 
     @staticmethod
     def _consolidated(root_doc: dict[str, Any]) -> dict[str, Any] | None:
@@ -171,13 +204,12 @@ class V3Dialect:
             self.consolidated[path] = node
         return node
 
-    @staticmethod
-    def _parse(doc: dict[str, Any], path: str, where: str) -> Node:
+    def _parse(self, doc: dict[str, Any], path: str, where: str) -> Node:
         if doc.get("zarr_format") != 3:
             raise MetadataError(f"{where}: zarr_format must be 3, got {doc.get('zarr_format')!r}")
         node_type = doc.get("node_type")
         if node_type == "array":
-            return parse_v3_array(doc, path, path, where)
+            return self._alike.array(doc, path, where)
         if node_type == "group":
             check_must_understand(doc, _GROUP_KEYS, where)
             return GroupMeta(path, "3", parse_attributes(doc.get("attributes"), where))
