@@ -92,7 +92,7 @@ class SharedLayouts:
         self._by_signature: dict[tuple[Any, ...], dict[str, Layout | LazyLayout | None]] = {}
         self._lock = threading.Lock()
 
-    def layouts(self, meta: ArrayMeta, semantics: Semantics) -> dict[str, Layout | LazyLayout | None] | None:
+    def alike(self, meta: ArrayMeta, semantics: Semantics) -> dict[str, Layout | LazyLayout | None] | None:
         """The shared layouts of arrays like `meta` (a suffix absent: not built yet; None as a value: the
         format cannot express them); None when nothing is shared (semantics that cannot be hashed, a map)."""
         if is_map(semantics):
@@ -137,6 +137,17 @@ class RebuiltDocument(VirtualFile):
 
     def open(self) -> OpenedFile:
         return LayoutFile(self._layout()).open()
+
+
+def _built(suffix: str, meta: ArrayMeta, semantics: Semantics, stem: str,
+           alike: dict[str, Layout | LazyLayout | None] | None) -> Layout | LazyLayout | None:
+    """`FORMATS[suffix]`'s layout of the array: the one of the arrays alike (`SharedLayouts.alike`), built
+    by the first of them, where the suffix's layout is made of what they share."""
+    if alike is None or suffix not in SHARED_LAYOUT_SUFFIXES:
+        return FORMATS[suffix](meta, semantics, stem)
+    if suffix not in alike:
+        alike[suffix] = FORMATS[suffix](meta, semantics, stem)
+    return alike[suffix]
 
 
 # Suffixes a single-array SOURCE's name loses: the store's kind, not the array's name.
@@ -332,18 +343,12 @@ class VirtualTree:
             return self._vlen_files(name, meta)
         files: dict[str, Entry] = {}
         semantics = self.semantics(meta)
-        shared = self._shared_layouts.layouts(meta, semantics)
+        alike = self._shared_layouts.alike(meta, semantics)
         for suffix in self.suffixes:
             if suffix not in FORMATS:  # a group's file (the image's .ome.tif), not an array's
                 continue
-            sharing = shared is not None and suffix in SHARED_LAYOUT_SUFFIXES
             try:
-                if sharing and suffix in shared:  # type: ignore[operator]
-                    layout = shared[suffix]  # type: ignore[index]
-                else:
-                    layout = FORMATS[suffix](meta, semantics, name)
-                    if sharing:
-                        shared[suffix] = layout  # type: ignore[index]
+                layout = _built(suffix, meta, semantics, name, alike)
                 volumes = VOLUME_FORMATS[suffix](meta, semantics, name) if suffix in VOLUME_FORMATS else {}
             except Exception:  # a format that cannot express this array must not hide the others
                 log.exception("array /%s: cannot build its %s layout", meta.path, suffix)
