@@ -42,7 +42,7 @@ class PlainFileReader:
         self._timeout = timeout
         # Blocks are named by the file's version as listed, so a later open of the same version reuses them
         # and a changed file (another size or time) never gets the old one's blocks.
-        self._version = (store.display_name, key, size, mtime_ns)
+        self.version = (store.display_name, key, size, mtime_ns)
         self._lock = threading.Lock()
         self._next_offset = -1  # where the last read ended: the next read there is sequential
         path = store.local_path(key)
@@ -101,7 +101,7 @@ class PlainFileReader:
         return stop - offset
 
     def _block_key(self, index: int) -> tuple[str, tuple[str, str, int, int | None], int]:
-        return ("plain-file", self._version, index)
+        return ("plain-file", self.version, index)
 
     def _load_block(self, key: Any) -> np.ndarray:
         index = key[2]

@@ -31,7 +31,8 @@ from ..conventions.semantics import Semantics
 from ..engine.engine import Engine, SharedParts
 from ..errors import IsDirectoryError, NotFoundError, StoreError
 from ..options import EngineOptions
-from ..formats import FORMATS, GROUP_SUFFIXES, NC_SUFFIX, OME_TIFF_SUFFIX, VOLUME_FORMATS, json_document
+from ..formats import FORMATS, GROUP_SUFFIXES, NC_SUFFIX, OME_TIFF_SUFFIX, VOLUME_FORMATS, is_map, json_document
+from ..formats.base import LazyLayout, Layout
 from ..formats.tiled_tiff import LazyTiledLayout
 from ..formats.vlen_files import VLEN_SUFFIXES, vlen_document, vlen_npy_layout
 from ..model.meta import ArrayMeta, GroupMeta
@@ -74,6 +75,81 @@ def _group_document(group: GroupMeta, collection: CollectionFile) -> LayoutFile:
     return LayoutFile.document(json_document({**group.describe(), "bioformats2raw": collection.report()}))
 
 
+# The formats whose layout is made of an array's shape, dtype, dimension names, opaque type and semantics
+# alone (not of its name, path, grid or codecs): arrays alike share one layout, built and sized once. A
+# wide group of like arrays then lists, and `ls -l` sizes it (a TIFF's header included), once, not once
+# per array. A map's `.tif` is its tiled GeoTIFF, bound to its chunks: not shared.
+SHARED_LAYOUT_SUFFIXES = frozenset({".npy", ".raw", ".tif", ".strips.tif", ".bigtiff.tif"})
+# Signatures of alike arrays remembered at once (the oldest forgotten past it): a group of all different
+# arrays holds no more than this many layouts beyond its arrays' own.
+MAX_SHARED_SIGNATURES = 4096
+
+
+class SharedLayouts:
+    """The layouts of `SHARED_LAYOUT_SUFFIXES` by the signature they are made of (see above)."""
+
+    def __init__(self) -> None:
+        self._by_signature: dict[tuple[Any, ...], dict[str, Layout | LazyLayout | None]] = {}
+        self._lock = threading.Lock()
+
+    def alike(self, meta: ArrayMeta, semantics: Semantics) -> dict[str, Layout | LazyLayout | None] | None:
+        """The shared layouts of arrays like `meta` (a suffix absent: not built yet; None as a value: the
+        format cannot express them); None when nothing is shared (semantics that cannot be hashed, a map)."""
+        if is_map(semantics):
+            return None
+        signature = (meta.shape, meta.dtype, meta.dimension_names, meta.opaque_type, semantics)
+        try:
+            hash(signature)
+        except TypeError:
+            return None
+        with self._lock:
+            shared = self._by_signature.get(signature)
+            if shared is None:
+                if len(self._by_signature) >= MAX_SHARED_SIGNATURES:
+                    del self._by_signature[next(iter(self._by_signature))]
+                shared = self._by_signature[signature] = {}
+            return shared
+
+
+# Documents made of an array's metadata alone (its `.json`, and the sidecar headers that name its `N.raw`):
+# built at each size or open, never kept. A wide group lists each at the cost of a `RebuiltDocument`;
+# building one again takes microseconds, and the kernel keeps its size and pages.
+REBUILT_SUFFIXES = frozenset({".json", ".raw.hdr", ".mhd", ".nrrd.nhdr"})
+
+
+class RebuiltDocument(VirtualFile):
+    """An array's document, built by `FORMATS[suffix]` whenever it is sized or opened (see REBUILT_SUFFIXES)."""
+
+    __slots__ = ("_suffix", "_meta", "_semantics", "_stem")
+
+    def __init__(self, suffix: str, meta: ArrayMeta, semantics: Semantics, stem: str) -> None:
+        self._suffix, self._meta, self._semantics, self._stem = suffix, meta, semantics, stem
+
+    def _layout(self) -> Layout:
+        built = FORMATS[self._suffix](self._meta, self._semantics, self._stem)
+        # The same metadata built it when the directory was listed: it exists still.
+        assert built is not None, f"/{self._meta.path}: {self._suffix} was built once"
+        return built.layout if isinstance(built, LazyLayout) else built
+
+    @property
+    def size(self) -> int:
+        return self._layout().size
+
+    def open(self) -> OpenedFile:
+        return LayoutFile(self._layout()).open()
+
+
+def _built(suffix: str, meta: ArrayMeta, semantics: Semantics, stem: str,
+           alike: dict[str, Layout | LazyLayout | None] | None) -> Layout | LazyLayout | None:
+    """`FORMATS[suffix]`'s layout of the array: the one of the arrays alike (`SharedLayouts.alike`), built
+    by the first of them, where the suffix's layout is made of what they share."""
+    if alike is None or suffix not in SHARED_LAYOUT_SUFFIXES:
+        return FORMATS[suffix](meta, semantics, stem)
+    if suffix not in alike:
+        alike[suffix] = FORMATS[suffix](meta, semantics, stem)
+    return alike[suffix]
+
+
 # Suffixes a single-array SOURCE's name loses: the store's kind, not the array's name.
 SOURCE_SUFFIXES = (".zip", ".ozx", ".json", ".parq", ".parquet", ".zarr")
 
@@ -101,6 +177,7 @@ class VirtualTree:
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _building: dict[str, threading.Lock] = field(default_factory=dict)  # directories being built, see listdir
     _semantics: SemanticsIndex = field(init=False)
+    _shared_layouts: SharedLayouts = field(default_factory=SharedLayouts)
 
     def __post_init__(self) -> None:
         self._semantics = SemanticsIndex(self.engine.hierarchy, self.engine.read_array)
@@ -266,11 +343,12 @@ class VirtualTree:
             return self._vlen_files(name, meta)
         files: dict[str, Entry] = {}
         semantics = self.semantics(meta)
+        alike = self._shared_layouts.alike(meta, semantics)
         for suffix in self.suffixes:
             if suffix not in FORMATS:  # a group's file (the image's .ome.tif), not an array's
                 continue
             try:
-                layout = FORMATS[suffix](meta, semantics, name)
+                layout = _built(suffix, meta, semantics, name, alike)
                 volumes = VOLUME_FORMATS[suffix](meta, semantics, name) if suffix in VOLUME_FORMATS else {}
             except Exception:  # a format that cannot express this array must not hide the others
                 log.exception("array /%s: cannot build its %s layout", meta.path, suffix)
@@ -278,6 +356,8 @@ class VirtualTree:
             if isinstance(layout, LazyTiledLayout):  # tiles of its levels, built when first used
                 files[name + suffix] = FileEntry(DeferredFile(
                     functools.partial(tiled_file, self.engine, meta, semantics, layout.plan)), suffix)
+            elif layout is not None and suffix in REBUILT_SUFFIXES:
+                files[name + suffix] = FileEntry(RebuiltDocument(suffix, meta, semantics, name), suffix)
             elif layout is not None:
                 files[name + suffix] = FileEntry(LayoutFile(layout, self.engine, meta.path), suffix)
             files.update((volume_name, FileEntry(LayoutFile(volume, self.engine, meta.path), suffix))

@@ -14,13 +14,16 @@ a store that cannot list (an HTTP server without index pages) shows
 
 from __future__ import annotations
 
+import dataclasses
+import json
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol
 
 from ..errors import MetadataError
 from ..model.meta import ArrayMeta, GroupMeta, join_key, require_object
 from ..model.v2 import parse_v1_array, parse_v2_array
-from ..model.v3 import check_must_understand, parse_v3_array
+from ..model.v3 import check_must_understand, chunk_key_encoding, parse_v3_array
 from ..stores.store import Store
 from .documents import Listings, get_document, get_json, parse_attributes, parse_document
 
@@ -74,13 +77,24 @@ class V2Dialect:
     def node(self, path: str) -> Node | None:
         where = f"{self.store.display_name}: /{path}"
         documents = self._documents(path)
+        parsed = documents.get(".zarray") or documents.get(".zgroup")
+        if isinstance(parsed, ArrayMeta | GroupMeta):
+            return parsed
+        node: Node | None = None
         if documents.get(".zarray") is not None:
             attrs = parse_attributes(documents[".zattrs"], where)
-            return parse_v2_array(documents[".zarray"], path, path, attrs, where)
-        if documents.get(".zgroup") is not None:
+            node = parse_v2_array(documents[".zarray"], path, path, attrs, where)
+        elif documents.get(".zgroup") is not None:
             require_object(documents[".zgroup"], where)
-            return GroupMeta(path, "2", parse_attributes(documents[".zattrs"], where))
-        return None
+            node = GroupMeta(path, "2", parse_attributes(documents[".zattrs"], where))
+        if node is not None and self.consolidated is not None:
+            # The documents are let go once parsed (as V3Dialect.node does); the node's key stays, for
+            # `child_names`.
+            kind = ".zarray" if isinstance(node, ArrayMeta) else ".zgroup"
+            self.consolidated[join_key(path, kind)] = node
+            if join_key(path, ".zattrs") in self.consolidated:  # (kept as a key: no listing sees the dict resized)
+                self.consolidated[join_key(path, ".zattrs")] = None
+        return node
 
     def child_names(self, path: str) -> list[str]:
         if self.consolidated is not None:
@@ -117,6 +131,35 @@ class V1Dialect:
 
 
 _GROUP_KEYS = {"zarr_format", "node_type", "attributes", "consolidated_metadata"}
+# Documents of alike arrays remembered at once (the oldest forgotten past it).
+MAX_ALIKE_ARRAYS = 4096
+
+
+class AlikeArrays:
+    """v3 arrays whose documents differ only in their attributes share everything parsed of them but their
+    path, chunk keys and attributes (shape, data type, grid, fill value, codec pipeline: immutable, and
+    free of the array's path): a wide group of like arrays parses one document, and holds one of each."""
+
+    def __init__(self) -> None:
+        self._parsed: dict[str, ArrayMeta] = {}
+        self._lock = threading.Lock()
+
+    def array(self, doc: dict[str, Any], path: str, where: str) -> ArrayMeta:
+        signature = json.dumps({key: value for key, value in doc.items() if key != "attributes"}, sort_keys=True)
+        with self._lock:
+            alike = self._parsed.get(signature)
+        if alike is None:
+            meta = parse_v3_array(doc, path, path, where)
+            with self._lock:
+                if len(self._parsed) >= MAX_ALIKE_ARRAYS:
+                    del self._parsed[next(iter(self._parsed))]
+                self._parsed[signature] = meta
+            return meta
+        attributes = doc.get("attributes", {})
+        if not isinstance(attributes, dict):
+            raise MetadataError(f"{where}: attributes must be an object")
+        return dataclasses.replace(alike, path=path, attributes=attributes,
+                                   chunk_key=chunk_key_encoding(doc.get("chunk_key_encoding"), path, where))
 
 
 class V3Dialect:
@@ -124,15 +167,21 @@ class V3Dialect:
 
     def __init__(self, store: Store, root_doc: dict[str, Any]) -> None:
         self.store = store
-        self.root_doc = root_doc  # read by detection: no second GET for the root
         self.consolidated = self._consolidated(root_doc)
+        # Read by detection: no second GET for the root. Without its consolidated block, which
+        # `consolidated` holds (and lets go of node by node, see `node`).
+        self.root_doc = {key: value for key, value in root_doc.items() if key != "consolidated_metadata"} \
+            if self.consolidated is not None else root_doc
+        if self.consolidated is not None:
+            self.consolidated[""] = self.root_doc
         self.listings = Listings(store)
+        self._alike = AlikeArrays()
 
     @staticmethod
     def _consolidated(root_doc: dict[str, Any]) -> dict[str, Any] | None:
         block = root_doc.get("consolidated_metadata")
         if isinstance(block, dict) and isinstance(block.get("metadata"), dict):
-            return {**block["metadata"], "": root_doc}
+            return dict(block["metadata"])
         return None
 
     def _doc(self, path: str) -> Any | None:
@@ -145,14 +194,22 @@ class V3Dialect:
     def node(self, path: str) -> Node | None:
         where = f"{self.store.display_name}: /{path}"
         doc = self._doc(path)
-        if doc is None:
-            return None
-        doc = require_object(doc, where)
+        if doc is None or isinstance(doc, ArrayMeta | GroupMeta):
+            return doc
+        node = self._parse(require_object(doc, where), path, where)
+        if self.consolidated is not None:
+            # The document is let go once parsed: the daemon holds one form of each node, not both
+            # (a flat group of 100,000 arrays would hold 35 MB of JSON twice over). Its key stays, for
+            # `child_names`.
+            self.consolidated[path] = node
+        return node
+
+    def _parse(self, doc: dict[str, Any], path: str, where: str) -> Node:
         if doc.get("zarr_format") != 3:
             raise MetadataError(f"{where}: zarr_format must be 3, got {doc.get('zarr_format')!r}")
         node_type = doc.get("node_type")
         if node_type == "array":
-            return parse_v3_array(doc, path, path, where)
+            return self._alike.array(doc, path, where)
         if node_type == "group":
             check_must_understand(doc, _GROUP_KEYS, where)
             return GroupMeta(path, "3", parse_attributes(doc.get("attributes"), where))

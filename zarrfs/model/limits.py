@@ -30,8 +30,10 @@ SIZE_VARIABLE = "ZARRFS_MAX_METADATA_SIZE"
 DEFAULT_MAX_DOCUMENT_BYTES = 64 << 20
 HELD_VARIABLE = "ZARRFS_MAX_METADATA_HELD"
 # What one listed child node holds, with a margin: a flat v3 group of 100,000 arrays listed and stated
-# (`ls -l`) held about 13 KiB of the daemon's resident memory per array (bench/bench_share.py).
-LISTED_NODE_BYTES = 16 << 10
+# (`ls -l`) held about 4 KiB of the daemon's resident memory per array, libfuse's table of the 700,000
+# names it was asked about included (bench/bench_share.py), 2.5 KiB of it Python's heap
+# (tests/test_wide_groups.py).
+LISTED_NODE_BYTES = 6 << 10
 # The default bound on one group's listed children: a quarter of the machine's memory.
 HELD_SHARE_OF_MEMORY = 4
 # Zarr metadata is a few levels deep (OME-Zarr attributes about ten); 128
