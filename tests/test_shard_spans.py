@@ -1,6 +1,7 @@
 """Shards read whole over HTTP (engine/shard_spans.py): a load wanting a quarter or more of a shard
-fetches its stored span in one request and decodes the rest of the shard from it later; a load
-wanting less (random access) reads its own ranges. Real zarr-python stores, a real HTTP server."""
+fetches the whole shard (index and inner chunks) in one request, or its stored span when its index
+is already read, and decodes the rest of the shard from it later; a load wanting less (random
+access) reads the index and its own ranges. Real zarr-python stores, a real HTTP server."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import numpy as np
 import pytest
 import zarr
 from remoteutil import RangeHandler, http_server
-from zarr.codecs import ZstdCodec
+from zarr.codecs import BytesCodec, ShardingCodec, ZstdCodec
 
 from zarrfs.engine.engine import Engine
 from zarrfs.errors import ZarrfsError
@@ -67,25 +68,103 @@ def data_requests(ranges: list[tuple[str, str]]) -> list[tuple[str, str]]:
     return [(path, spec) for path, spec in ranges if not spec.startswith("bytes=-")]
 
 
-def test_a_whole_read_asks_one_request_per_stored_shard(engine: tuple[Engine, list], stored) -> None:
+def shard_requests(ranges: list[tuple[str, str]]) -> dict[str, list[str]]:
+    """The Range headers asked of each shard's path."""
+    asked: dict[str, list[str]] = {}
+    for path, spec in ranges:
+        asked.setdefault(path, []).append(spec)
+    return asked
+
+
+def zarr_read(root: Path, name: str) -> np.ndarray:
+    return zarr.open_array(str(root / name), mode="r")[...]
+
+
+def test_a_whole_read_asks_one_request_per_shard(engine: tuple[Engine, list], stored) -> None:
     opened, ranges = engine
     reader = opened.reader("")
     got = np.frombuffer(reader.read(0, reader.nbytes), "<f4").reshape(SHAPE)
-    assert np.array_equal(got, stored[1])
-    data = data_requests(ranges)
-    assert sorted(path for path, _ in data) == ["/a.zarr/c/0/0", "/a.zarr/c/0/1", "/a.zarr/c/1/0"]
-    assert all(spec.startswith("bytes=0-") for _, spec in data)  # the span: from the first stored byte
+    assert np.array_equal(got, zarr_read(stored[0], "a.zarr"))
+    limit = (64 << 20) // 16  # the span's limit at this cache size, asked for plus one byte
+    assert shard_requests(ranges) == {f"/a.zarr/c/{shard}": [f"bytes=0-{limit}"]
+                                      for shard in ("0/0", "0/1", "1/0", "1/1")}  # 1/1: absent, fill
+    shards = sum((stored[0] / "a.zarr" / "c" / shard).stat().st_size for shard in ("0/0", "0/1", "1/0"))
+    metadata = (stored[0] / "a.zarr" / "zarr.json").stat().st_size
+    assert opened.store.bytes_fetched == shards + metadata  # every stored byte once
 
 
-def test_a_band_of_a_shard_fetches_its_span_and_the_next_band_asks_nothing(engine: tuple[Engine, list],
+def test_a_band_of_a_shard_fetches_it_whole_and_the_next_band_asks_nothing(engine: tuple[Engine, list],
                                                                            stored) -> None:
     opened, ranges = engine
     reader = opened.reader("")
     band = 64 * SHAPE[1] * 4  # the first row of inner chunks: a quarter of shards (0, 0) and (0, 1)
     assert reader.read(0, band) == stored[1][:64].tobytes()
-    assert len(data_requests(ranges)) == 2
+    assert sorted(shard_requests(ranges)) == ["/a.zarr/c/0/0", "/a.zarr/c/0/1"]
+    assert len(ranges) == 2  # no index asked alone
     assert reader.read(band, 4 * band) == stored[1][64:256].tobytes()  # the rest of those shards
-    assert len(data_requests(ranges)) == 2
+    assert len(ranges) == 2
+
+
+def test_a_band_after_random_access_fetches_the_span_after_the_index(engine: tuple[Engine, list],
+                                                                      stored) -> None:
+    opened, ranges = engine
+    reader = opened.reader("")
+    assert reader.read(0, 8) == stored[1][0, :2].tobytes()  # the index of shard (0, 0) and one range
+    assert [spec.startswith("bytes=-") for spec in shard_requests(ranges)["/a.zarr/c/0/0"]] == [True, False]
+    band = 64 * SHAPE[1] * 4
+    assert reader.read(0, 4 * band) == stored[1][:256].tobytes()
+    asked = shard_requests(ranges)
+    assert len(asked["/a.zarr/c/0/0"]) == 3  # index, the first chunk, the span (the index is known)
+    assert len(asked["/a.zarr/c/0/1"]) == 1  # whole
+
+
+@pytest.fixture(scope="module")
+def index_at_start(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("start")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        array = zarr.create_array(
+            str(root / "s.zarr"), shape=SHAPE, chunks=SHARDS, dtype="<f4", compressors=None,
+            serializer=ShardingCodec(chunk_shape=CHUNKS, codecs=[BytesCodec(), ZstdCodec(level=1)],
+                                     index_location="start"))
+        array[...] = np.arange(np.prod(SHAPE), dtype="<f4").reshape(SHAPE)
+    return root
+
+
+def test_an_index_at_the_shard_start_comes_with_the_whole_shard(index_at_start: Path) -> None:
+    RecordingHandler.ranges = []
+    with http_server(index_at_start, RecordingHandler) as server:
+        opened = Engine.open(f"{server.url}/s.zarr", options=EngineOptions(cache_bytes=64 << 20))
+        try:
+            reader = opened.reader("")
+            got = np.frombuffer(reader.read(0, reader.nbytes), "<f4").reshape(SHAPE)
+            assert np.array_equal(got, zarr_read(index_at_start, "s.zarr"))
+            assert {path: len(specs) for path, specs in shard_requests(RecordingHandler.ranges).items()} == {
+                f"/s.zarr/c/{shard}": 1 for shard in ("0/0", "0/1", "1/0", "1/1")}
+        finally:
+            opened.close()
+
+
+def test_a_shard_larger_than_a_span_may_be_is_asked_whole_once(tmp_path: Path) -> None:
+    shape = (512, 1024)  # 8 shards of 256 KiB of noise: larger than the 128 KiB limit of a 2 MiB cache
+    truth = np.random.default_rng(5).random(shape, dtype=np.float32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        array = zarr.create_array(str(tmp_path / "n.zarr"), shape=shape, shards=SHARDS, chunks=CHUNKS,
+                                  dtype="<f4", compressors=[ZstdCodec(level=1)])
+        array[...] = truth
+    RecordingHandler.ranges = []
+    with http_server(tmp_path, RecordingHandler) as server:
+        opened = Engine.open(f"{server.url}/n.zarr", options=EngineOptions(cache_bytes=2 << 20))
+        try:
+            reader = opened.reader("")
+            got = np.frombuffer(reader.read(0, reader.nbytes), "<f4").reshape(shape)
+            assert np.array_equal(got, zarr_read(tmp_path, "n.zarr"))
+            whole = [path for path, spec in RecordingHandler.ranges if spec == f"bytes=0-{(2 << 20) // 16}"]
+            assert len(whole) == 1, whole  # then the array's indexes are read alone
+            assert sum(spec.startswith("bytes=-") for _, spec in RecordingHandler.ranges) == 8
+        finally:
+            opened.close()
 
 
 def test_random_access_reads_only_its_inner_chunk(engine: tuple[Engine, list], stored) -> None:
@@ -109,30 +188,37 @@ def test_a_local_store_reads_no_spans(stored) -> None:
         opened.close()
 
 
-class VanishingHandler(RangeHandler):
-    """Answers shard indexes; any other range of a shard is 404, as if it was deleted meanwhile."""
+class VanishingAfterIndexHandler(RangeHandler):
+    """Answers a shard's index and its first range asked; after that the shard is 404, as if
+    deleted meanwhile."""
+
+    asked: set[str] = set()
 
     def send_head(self):  # type: ignore[no-untyped-def]
         spec = self.headers.get("Range", "")
         if "/c/" in self.path and not spec.startswith("bytes=-"):
-            self.send_error(404)
-            return None
+            if self.path in self.asked:
+                self.send_error(404)
+                return None
+            self.asked.add(self.path)
         return super().send_head()
 
 
 def test_a_span_that_vanished_fails_the_read_naming_the_chunk(stored) -> None:
-    with http_server(stored[0], VanishingHandler) as server:
+    VanishingAfterIndexHandler.asked = set()
+    with http_server(stored[0], VanishingAfterIndexHandler) as server:
         opened = Engine.open(f"{server.url}/a.zarr", options=EngineOptions(cache_bytes=64 << 20))
         try:
             reader = opened.reader("")
-            with pytest.raises(ZarrfsError, match=r"c/0/0 inner \[0, 0\].*vanished"):
+            assert reader.read(0, 8) == stored[1][0, :2].tobytes()  # shard (0, 0): its index, one range
+            with pytest.raises(ZarrfsError, match=r"c/0/0 inner \[0, 1\].*vanished"):
                 reader.read(0, reader.nbytes)
         finally:
             opened.close()
 
 
 def test_a_span_the_cache_evicted_leaves_the_rest_of_its_shard_to_ranges(tmp_path: Path) -> None:
-    shape = (2048, 512)  # 16 shards, 4 MiB decoded: twice the cache
+    shape = (8192, 512)  # 64 shards of 165 kB stored, 16 MiB decoded: twice the cache
     truth = np.arange(np.prod(shape), dtype="<f4").reshape(shape)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -141,17 +227,18 @@ def test_a_span_the_cache_evicted_leaves_the_rest_of_its_shard_to_ranges(tmp_pat
         array[...] = truth
     RecordingHandler.ranges = []
     with http_server(tmp_path, RecordingHandler) as server:
-        opened = Engine.open(f"{server.url}/b.zarr", options=EngineOptions(cache_bytes=2 << 20))
+        opened = Engine.open(f"{server.url}/b.zarr", options=EngineOptions(cache_bytes=8 << 20))
         try:
             reader = opened.reader("")
             band = 64 * shape[1] * 4
             assert reader.read(0, band) == truth[:64].tobytes()
-            spans = [path for path, spec in data_requests(RecordingHandler.ranges) if spec.startswith("bytes=0-")]
+            whole = f"bytes=0-{(8 << 20) // 16}"
+            spans = [path for path, spec in RecordingHandler.ranges if spec == whole]
             assert sorted(spans) == ["/b.zarr/c/0/0", "/b.zarr/c/0/1"]
             assert reader.read(4 * band, reader.nbytes) == truth[256:].tobytes()  # evicts them
             before = len(data_requests(RecordingHandler.ranges))
             assert reader.read(band, 2 * band) == truth[64:128].tobytes()
             again = [spec for path, spec in data_requests(RecordingHandler.ranges)[before:]]
-            assert again and not any(spec.startswith("bytes=0-") for spec in again), again
+            assert again and whole not in again, again
         finally:
             opened.close()

@@ -15,6 +15,18 @@ it is the first entry evicted. A load wanting fewer (random access, a tile)
 reads just its ranges; one that wants a quarter fetches at most four times
 the bytes it decodes now, and keeps the rest for the reads that continue.
 
+A load wanting a quarter of a shard whose index is not read yet fetches the
+whole shard object instead (`whole_shard`): one request for the index and
+the inner chunks, where reading the index first would cost a round trip
+more. It asks for bytes [0, limit] (the span's size limit below, plus one):
+a shard that turns out larger than the limit is not held, and ends whole
+fetches for the array. Shards whose decoded size (with a margin for codec
+headers) is within the limit are asked whole at once; others, until one of
+the array's has come whole, by one load at a time (the others read their
+index alone), so a store whose shards all exceed the limit wastes one
+request. (One too large after others came whole wastes one per load asking
+at that moment.)
+
 Only the cache holds a span (this module keeps a weak reference), so its
 memory stays within the budget; a span the cache evicted before its shard
 was done leaves the shard's other inner chunks to their own ranges. Spans
@@ -39,6 +51,7 @@ from .fetches import RangeFetches
 
 Coords = tuple[int, ...]
 Wanted = list[tuple[Coords, int, int]]  # (coords, offset in the shard, nbytes)
+ParseIndex = Callable[[np.ndarray], np.ndarray]  # a whole shard's bytes -> its index, checked
 
 # A load wanting at least 1/SPAN_FROM of a shard's stored inner chunks reads the shard's span.
 SPAN_FROM = 4
@@ -57,12 +70,13 @@ TRACKED_SHARDS = 64
 
 @dataclass
 class _Held:
-    """A shard read whole: where its span begins, the span (while anything holds it), and its
-    stored inner chunks not decoded from it yet."""
+    """A shard read whole: where its span begins, the span (while anything holds it), its stored
+    inner chunks not decoded from it yet, and the span's cache key."""
 
     start: int
     span: weakref.ref[np.ndarray]
     left: set[int]
+    key: Hashable
 
 
 class ShardSpans:
@@ -75,6 +89,45 @@ class ShardSpans:
         self._key_prefix: Hashable = ("shard-span", new_token())
         self._held: OrderedDict[Coords, _Held] = OrderedDict()
         self._lock = threading.Lock()
+        # Whether shards of this array come whole: None until one did (or was too large).
+        self._whole_fits: bool | None = None
+        self._probing = False  # a load is asking for the first whole shard
+
+    def whole_shard(self, key: str, shard: Coords, wanted: int, per_shard: int, decoded_nbytes: int,
+                    parse_index: ParseIndex) -> tuple[np.ndarray | None] | None:
+        """(the shard's index (None: no shard),) read from the whole shard fetched in one request
+        and held as its span, for a load wanting `wanted` of the shard's `per_shard` inner chunks
+        (`decoded_nbytes` together, and its index); None: read the index alone. Raises ZarrfsError
+        when the fetch fails or the index is bad."""
+        if not self.enabled or self._whole_fits is False or SPAN_FROM * wanted < per_shard:
+            return None
+        with self._lock:
+            if shard in self._held:  # the index was evicted, not the span; or the span, and it is not fetched again
+                return None
+            limit = self._limit()
+            probe = self._whole_fits is None and not _surely_within(decoded_nbytes, per_shard, limit)
+            if probe:
+                if self._probing:
+                    return None
+                self._probing = True
+        whole_key = (self._key_prefix, "whole", shard)
+        try:
+            data = self.cache.get(whole_key, lambda _: self._fetch_whole(key, limit))
+        except _TooLarge:
+            self._whole_fits = False
+            return None
+        finally:
+            if probe:
+                with self._lock:
+                    self._probing = False
+        if probe:
+            self._whole_fits = True
+        if data is None:
+            return (None,)
+        index = parse_index(data)
+        stored = {int(i) for i in np.flatnonzero(index[:, 0] != EMPTY)}
+        self._hold(shard, _Held(0, weakref.ref(data), stored, whole_key))
+        return (index,)
 
     def span_for(self, key: str, shard: Coords, index: np.ndarray, wanted: Wanted) -> tuple[int, memoryview] | None:
         """(its first byte's offset in the shard, the span) to decode `wanted` from; None: read
@@ -97,14 +150,21 @@ class ShardSpans:
             return None
         pieces = [(int(index[i, 0]), int(index[i, 0]) + int(index[i, 1])) for i in stored]
         start, stop = min(begin for begin, _ in pieces), max(end for _, end in pieces)
-        if stop - start > min(SPAN_MAX, self.cache.budget_bytes // SPAN_SHARE):
+        if stop - start > self._limit():
             return None
-        span = self.cache.get((self._key_prefix, shard), lambda _: self._fetch(key, start, stop, pieces))
+        span_key = (self._key_prefix, shard)
+        span = self.cache.get(span_key, lambda _: self._fetch(key, start, stop, pieces))
+        self._hold(shard, _Held(start, weakref.ref(span), {int(i) for i in stored}, span_key))
+        return start, memoryview(span)
+
+    def _limit(self) -> int:
+        return min(SPAN_MAX, self.cache.budget_bytes // SPAN_SHARE)
+
+    def _hold(self, shard: Coords, held: _Held) -> None:
         with self._lock:
-            self._held.setdefault(shard, _Held(start, weakref.ref(span), {int(i) for i in stored}))
+            self._held.setdefault(shard, held)
             while len(self._held) > TRACKED_SHARDS:
                 self._held.popitem(last=False)
-        return start, memoryview(span)
 
     def decoded(self, shard: Coords, wanted: Wanted, flat: Callable[[Coords], int]) -> None:
         """`wanted` were decoded from the shard's span: once none is left, the span goes first."""
@@ -116,7 +176,15 @@ class ShardSpans:
             if held.left:
                 return
             del self._held[shard]
-        self.cache.demote([(self._key_prefix, shard)])
+        self.cache.demote([held.key])
+
+    def _fetch_whole(self, key: str, limit: int) -> np.ndarray | None:
+        data = self.fetches.store.get_range(key, 0, limit + 1)
+        if data is None:
+            return None
+        if len(data) > limit:
+            raise _TooLarge
+        return np.frombuffer(data, np.uint8)  # side data: its nbytes count against the budget
 
     def _fetch(self, key: str, start: int, stop: int, pieces: list[tuple[int, int]]) -> np.ndarray:
         (data,) = self.fetches.ranges(key, [(start, stop)], [pieces])
@@ -127,3 +195,14 @@ class ShardSpans:
         if len(data) != stop - start:
             raise ChunkError(f"shard span [{start}:{stop}] came back with {len(data)} bytes (truncated shard)")
         return np.frombuffer(data, np.uint8)  # side data: its nbytes count against the budget
+
+
+def _surely_within(decoded_nbytes: int, per_shard: int, limit: int) -> bool:
+    """Whether a shard's stored bytes fit `limit` even if no inner chunk compressed at all: its
+    decoded bytes, plus codec headers (zstd, blosc, gzip add tens of bytes per chunk, a fraction
+    of a percent of incompressible data)."""
+    return decoded_nbytes + decoded_nbytes // 64 + 256 * per_shard <= limit
+
+
+class _TooLarge(Exception):
+    """A shard fetched whole was larger than a span may be (not a failure: the index is read alone)."""
