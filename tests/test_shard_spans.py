@@ -145,24 +145,50 @@ def test_an_index_at_the_shard_start_comes_with_the_whole_shard(index_at_start: 
             opened.close()
 
 
-def test_a_shard_larger_than_a_span_may_be_is_asked_whole_once(tmp_path: Path) -> None:
-    shape = (512, 1024)  # 8 shards of 256 KiB of noise: larger than the 128 KiB limit of a 2 MiB cache
-    truth = np.random.default_rng(5).random(shape, dtype=np.float32)
+def written(root: Path, name: str, truth: np.ndarray) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        array = zarr.create_array(str(tmp_path / "n.zarr"), shape=shape, shards=SHARDS, chunks=CHUNKS,
+        array = zarr.create_array(str(root / name), shape=truth.shape, shards=SHARDS, chunks=CHUNKS,
                                   dtype="<f4", compressors=[ZstdCodec(level=1)])
         array[...] = truth
+
+
+def stored_bytes(root: Path) -> int:
+    return sum(path.stat().st_size for path in root.rglob("*") if path.is_file())
+
+
+def test_shards_decoded_larger_than_a_span_may_be_come_whole_when_the_first_one_read_fits(tmp_path: Path) -> None:
+    shape = (512, 1024)  # 8 shards: 256 KiB decoded, 165 kB stored; the limit (3.5 MiB / 16) 224 KiB
+    written(tmp_path, "f.zarr", np.arange(np.prod(shape), dtype="<f4").reshape(shape))
     RecordingHandler.ranges = []
     with http_server(tmp_path, RecordingHandler) as server:
-        opened = Engine.open(f"{server.url}/n.zarr", options=EngineOptions(cache_bytes=2 << 20))
+        opened = Engine.open(f"{server.url}/f.zarr", options=EngineOptions(cache_bytes=7 << 19))
+        try:
+            reader = opened.reader("")
+            got = np.frombuffer(reader.read(0, reader.nbytes), "<f4").reshape(shape)
+            assert np.array_equal(got, zarr_read(tmp_path, "f.zarr"))
+            specs = [spec for _, spec in RecordingHandler.ranges]
+            assert sum(spec.startswith("bytes=-") for spec in specs) == 1, specs  # the first index read
+            assert len(specs) == 9, specs  # that index and its shard's span; 7 shards whole
+            assert opened.store.bytes_fetched == stored_bytes(tmp_path)  # every stored byte once
+        finally:
+            opened.close()
+
+
+def test_shards_larger_than_a_span_may_be_are_never_asked_whole(tmp_path: Path) -> None:
+    shape = (512, 1024)  # 8 shards of 256 KiB of noise, 234 kB stored: larger than the limit (3 MiB / 16)
+    written(tmp_path, "n.zarr", np.random.default_rng(5).random(shape, dtype=np.float32))
+    RecordingHandler.ranges = []
+    with http_server(tmp_path, RecordingHandler) as server:
+        opened = Engine.open(f"{server.url}/n.zarr", options=EngineOptions(cache_bytes=3 << 20))
         try:
             reader = opened.reader("")
             got = np.frombuffer(reader.read(0, reader.nbytes), "<f4").reshape(shape)
             assert np.array_equal(got, zarr_read(tmp_path, "n.zarr"))
-            whole = [path for path, spec in RecordingHandler.ranges if spec == f"bytes=0-{(2 << 20) // 16}"]
-            assert len(whole) == 1, whole  # then the array's indexes are read alone
-            assert sum(spec.startswith("bytes=-") for _, spec in RecordingHandler.ranges) == 8
+            specs = [spec for _, spec in RecordingHandler.ranges]
+            assert f"bytes=0-{(3 << 20) // 16}" not in specs
+            assert sum(spec.startswith("bytes=-") for spec in specs) == 8  # each index read alone
+            assert opened.store.bytes_fetched == stored_bytes(tmp_path)  # every stored byte once
         finally:
             opened.close()
 
@@ -172,10 +198,23 @@ def test_random_access_reads_only_its_inner_chunk(engine: tuple[Engine, list], s
     reader = opened.reader("")
     offset = (300 * SHAPE[1] + 10) * 4  # in shard (1, 0), inner chunk (4, 0)
     assert reader.read(offset, offset + 8) == stored[1][300, 10:12].tobytes()
+    assert len(ranges) == 2  # the shard's index, then the chunk's range
     (request,) = data_requests(ranges)
     first, last = (int(v) for v in request[1].removeprefix("bytes=").split("-"))
     shard = (stored[0] / "a.zarr" / "c" / "1" / "0").stat().st_size
     assert last - first + 1 < shard // 8  # one inner chunk of 16, not the span
+
+
+def is_span_key(key: object) -> bool:
+    """A shard span's (or whole shard's) cache key: (("shard-span", token), ...)."""
+    return isinstance(key, tuple) and isinstance(key[0], tuple) and key[0][:1] == ("shard-span",)
+
+
+def test_a_whole_read_over_http_holds_spans(engine: tuple[Engine, list]) -> None:
+    opened, _ = engine
+    reader = opened.reader("")
+    reader.read(0, 64 * SHAPE[1] * 4)  # a band: the spans are held until the rest is read
+    assert any(is_span_key(key) for key in opened.cache.cached_keys())
 
 
 def test_a_local_store_reads_no_spans(stored) -> None:
@@ -183,7 +222,7 @@ def test_a_local_store_reads_no_spans(stored) -> None:
     try:
         reader = opened.reader("")
         assert np.array_equal(np.frombuffer(reader.read(0, reader.nbytes), "<f4").reshape(SHAPE), stored[1])
-        assert not any(key[0] == "shard-span" for key in opened.cache.cached_keys() if isinstance(key, tuple))
+        assert not any(is_span_key(key) for key in opened.cache.cached_keys())
     finally:
         opened.close()
 

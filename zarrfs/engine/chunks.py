@@ -30,7 +30,7 @@ from ..model.meta import ArrayMeta
 from ..stores.store import Store
 from .cache import ChunkCache, new_token
 from .fetches import RangeFetches
-from .shard_spans import ShardSpans
+from .shard_spans import Share, ShardSpans
 
 log = logging.getLogger(__name__)
 
@@ -340,15 +340,16 @@ class ShardedChunkSource:
         """The shard's index: from the whole shard when a load wanting `wanted` of its inner chunks
         fetches it in one request (shard_spans.py), else read alone."""
         start, stop = self.sharding.index_range(shard_shape)
-        whole = self._spans.whole_shard(
-            key, shard, wanted, math.prod(self.sharding.chunks_per_shard(shard_shape)),
-            math.prod(shard_shape) * self.meta.dtype.itemsize + stop - start,
+        share = Share(wanted, math.prod(self.sharding.chunks_per_shard(shard_shape)),
+                      math.prod(shard_shape) * self.meta.dtype.itemsize, stop - start)
+        return self._spans.shard_index(
+            key, shard, share, lambda: self._read_index(key, shard_shape),
             lambda data: self.sharding.parse_index((data[start:] if start < 0 else data[start:stop]).tobytes(),
                                                    shard_shape, len(data)))
-        if whole is not None:
-            return whole[0]
+
+    def _read_index(self, key: str, shard_shape: tuple[int, ...]) -> np.ndarray | None:
+        start, stop = self.sharding.index_range(shard_shape)
         raw = self.store.get_range(key, start, stop)
         if raw is None:
             return None
         return self.sharding.parse_index(raw, shard_shape)
-
