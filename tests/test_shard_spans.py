@@ -5,6 +5,7 @@ access) reads the index and its own ranges. Real zarr-python stores, a real HTTP
 
 from __future__ import annotations
 
+import shutil
 import threading
 import warnings
 from collections.abc import Iterator
@@ -279,5 +280,19 @@ def test_a_span_the_cache_evicted_leaves_the_rest_of_its_shard_to_ranges(tmp_pat
             assert reader.read(band, 2 * band) == truth[64:128].tobytes()
             again = [spec for path, spec in data_requests(RecordingHandler.ranges)[before:]]
             assert again and whole not in again, again
+        finally:
+            opened.close()
+
+
+def test_a_truncated_shard_fetched_whole_fails_the_read_naming_its_index(stored, tmp_path: Path) -> None:
+    shutil.copytree(stored[0] / "a.zarr", tmp_path / "t.zarr")
+    shard = tmp_path / "t.zarr" / "c" / "0" / "0"
+    shard.write_bytes(shard.read_bytes()[:-100])  # the index's bytes are no longer the last ones
+    with http_server(tmp_path, RangeHandler) as server:
+        opened = Engine.open(f"{server.url}/t.zarr", options=EngineOptions(cache_bytes=64 << 20))
+        try:
+            reader = opened.reader("")
+            with pytest.raises(ZarrfsError, match=r"c/0/0 \(shard index\)"):
+                reader.read(0, 64 * SHAPE[1] * 4)
         finally:
             opened.close()

@@ -16,7 +16,7 @@ reads just its ranges; one that wants a quarter fetches at most four times
 the bytes it decodes now, and keeps the rest for the reads that continue.
 
 A load wanting a quarter of a shard whose index is not read yet fetches the
-whole shard object instead (`whole_shard`): one request for the index and
+whole shard object instead (`shard_index`): one request for the index and
 the inner chunks, where reading the index first would cost a round trip
 more. It asks for bytes [0, limit] (the span's size limit below, plus one):
 a shard that turns out larger than the limit is not held, and ends whole
