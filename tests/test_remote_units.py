@@ -76,10 +76,10 @@ def test_sharded_full_read_fetches_each_byte_once_with_fewer_requests(served: tu
         store = engine.store.stats.as_dict()
         inner_chunks = (SHAPE[0] // 32) * (SHAPE[1] // 32)
         assert store["bytes_fetched"] / stored_bytes(root / "sharded.zarr") <= 1.05
-        # the metadata, then per shard its index and its stored span in one request (shard_spans.py)
-        assert store["requests"] == 1 + 4 + 4
+        # the metadata, then each shard whole in one request, its index taken from it (shard_spans.py)
+        assert store["requests"] == 1 + 4
         stats = engine.cache.stats()
-        # each inner chunk decoded once; each shard's index and span loaded once (side data)
+        # each inner chunk decoded once; each shard's index and whole bytes loaded once (side data)
         assert (stats.loads, stats.side_loads) == (inner_chunks, 4 + 4)
     finally:
         engine.close()

@@ -1,9 +1,11 @@
 """Shards read whole over HTTP (engine/shard_spans.py): a load wanting a quarter or more of a shard
-fetches its stored span in one request and decodes the rest of the shard from it later; a load
-wanting less (random access) reads its own ranges. Real zarr-python stores, a real HTTP server."""
+fetches the whole shard (index and inner chunks) in one request, or its stored span when its index
+is already read, and decodes the rest of the shard from it later; a load wanting less (random
+access) reads the index and its own ranges. Real zarr-python stores, a real HTTP server."""
 
 from __future__ import annotations
 
+import shutil
 import threading
 import warnings
 from collections.abc import Iterator
@@ -13,7 +15,7 @@ import numpy as np
 import pytest
 import zarr
 from remoteutil import RangeHandler, http_server
-from zarr.codecs import ZstdCodec
+from zarr.codecs import BytesCodec, ShardingCodec, ZstdCodec
 
 from zarrfs.engine.engine import Engine
 from zarrfs.errors import ZarrfsError
@@ -67,25 +69,129 @@ def data_requests(ranges: list[tuple[str, str]]) -> list[tuple[str, str]]:
     return [(path, spec) for path, spec in ranges if not spec.startswith("bytes=-")]
 
 
-def test_a_whole_read_asks_one_request_per_stored_shard(engine: tuple[Engine, list], stored) -> None:
+def shard_requests(ranges: list[tuple[str, str]]) -> dict[str, list[str]]:
+    """The Range headers asked of each shard's path."""
+    asked: dict[str, list[str]] = {}
+    for path, spec in ranges:
+        asked.setdefault(path, []).append(spec)
+    return asked
+
+
+def zarr_read(root: Path, name: str) -> np.ndarray:
+    return zarr.open_array(str(root / name), mode="r")[...]
+
+
+def test_a_whole_read_asks_one_request_per_shard(engine: tuple[Engine, list], stored) -> None:
     opened, ranges = engine
     reader = opened.reader("")
     got = np.frombuffer(reader.read(0, reader.nbytes), "<f4").reshape(SHAPE)
-    assert np.array_equal(got, stored[1])
-    data = data_requests(ranges)
-    assert sorted(path for path, _ in data) == ["/a.zarr/c/0/0", "/a.zarr/c/0/1", "/a.zarr/c/1/0"]
-    assert all(spec.startswith("bytes=0-") for _, spec in data)  # the span: from the first stored byte
+    assert np.array_equal(got, zarr_read(stored[0], "a.zarr"))
+    limit = (64 << 20) // 16  # the span's limit at this cache size, asked for plus one byte
+    assert shard_requests(ranges) == {f"/a.zarr/c/{shard}": [f"bytes=0-{limit}"]
+                                      for shard in ("0/0", "0/1", "1/0", "1/1")}  # 1/1: absent, fill
+    shards = sum((stored[0] / "a.zarr" / "c" / shard).stat().st_size for shard in ("0/0", "0/1", "1/0"))
+    metadata = (stored[0] / "a.zarr" / "zarr.json").stat().st_size
+    assert opened.store.bytes_fetched == shards + metadata  # every stored byte once
 
 
-def test_a_band_of_a_shard_fetches_its_span_and_the_next_band_asks_nothing(engine: tuple[Engine, list],
+def test_a_band_of_a_shard_fetches_it_whole_and_the_next_band_asks_nothing(engine: tuple[Engine, list],
                                                                            stored) -> None:
     opened, ranges = engine
     reader = opened.reader("")
     band = 64 * SHAPE[1] * 4  # the first row of inner chunks: a quarter of shards (0, 0) and (0, 1)
     assert reader.read(0, band) == stored[1][:64].tobytes()
-    assert len(data_requests(ranges)) == 2
+    assert sorted(shard_requests(ranges)) == ["/a.zarr/c/0/0", "/a.zarr/c/0/1"]
+    assert len(ranges) == 2  # no index asked alone
     assert reader.read(band, 4 * band) == stored[1][64:256].tobytes()  # the rest of those shards
-    assert len(data_requests(ranges)) == 2
+    assert len(ranges) == 2
+
+
+def test_a_band_after_random_access_fetches_the_span_after_the_index(engine: tuple[Engine, list],
+                                                                      stored) -> None:
+    opened, ranges = engine
+    reader = opened.reader("")
+    assert reader.read(0, 8) == stored[1][0, :2].tobytes()  # the index of shard (0, 0) and one range
+    assert [spec.startswith("bytes=-") for spec in shard_requests(ranges)["/a.zarr/c/0/0"]] == [True, False]
+    band = 64 * SHAPE[1] * 4
+    assert reader.read(0, 4 * band) == stored[1][:256].tobytes()
+    asked = shard_requests(ranges)
+    assert len(asked["/a.zarr/c/0/0"]) == 3  # index, the first chunk, the span (the index is known)
+    assert len(asked["/a.zarr/c/0/1"]) == 1  # whole
+
+
+@pytest.fixture(scope="module")
+def index_at_start(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("start")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        array = zarr.create_array(
+            str(root / "s.zarr"), shape=SHAPE, chunks=SHARDS, dtype="<f4", compressors=None,
+            serializer=ShardingCodec(chunk_shape=CHUNKS, codecs=[BytesCodec(), ZstdCodec(level=1)],
+                                     index_location="start"))
+        array[...] = np.arange(np.prod(SHAPE), dtype="<f4").reshape(SHAPE)
+    return root
+
+
+def test_an_index_at_the_shard_start_comes_with_the_whole_shard(index_at_start: Path) -> None:
+    RecordingHandler.ranges = []
+    with http_server(index_at_start, RecordingHandler) as server:
+        opened = Engine.open(f"{server.url}/s.zarr", options=EngineOptions(cache_bytes=64 << 20))
+        try:
+            reader = opened.reader("")
+            got = np.frombuffer(reader.read(0, reader.nbytes), "<f4").reshape(SHAPE)
+            assert np.array_equal(got, zarr_read(index_at_start, "s.zarr"))
+            assert {path: len(specs) for path, specs in shard_requests(RecordingHandler.ranges).items()} == {
+                f"/s.zarr/c/{shard}": 1 for shard in ("0/0", "0/1", "1/0", "1/1")}
+        finally:
+            opened.close()
+
+
+def written(root: Path, name: str, truth: np.ndarray) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        array = zarr.create_array(str(root / name), shape=truth.shape, shards=SHARDS, chunks=CHUNKS,
+                                  dtype="<f4", compressors=[ZstdCodec(level=1)])
+        array[...] = truth
+
+
+def stored_bytes(root: Path) -> int:
+    return sum(path.stat().st_size for path in root.rglob("*") if path.is_file())
+
+
+def test_shards_decoded_larger_than_a_span_may_be_come_whole_when_the_first_one_read_fits(tmp_path: Path) -> None:
+    shape = (512, 1024)  # 8 shards: 256 KiB decoded, 165 kB stored; the limit (3.5 MiB / 16) 224 KiB
+    written(tmp_path, "f.zarr", np.arange(np.prod(shape), dtype="<f4").reshape(shape))
+    RecordingHandler.ranges = []
+    with http_server(tmp_path, RecordingHandler) as server:
+        opened = Engine.open(f"{server.url}/f.zarr", options=EngineOptions(cache_bytes=7 << 19))
+        try:
+            reader = opened.reader("")
+            got = np.frombuffer(reader.read(0, reader.nbytes), "<f4").reshape(shape)
+            assert np.array_equal(got, zarr_read(tmp_path, "f.zarr"))
+            specs = [spec for _, spec in RecordingHandler.ranges]
+            assert sum(spec.startswith("bytes=-") for spec in specs) == 1, specs  # the first index read
+            assert len(specs) == 9, specs  # that index and its shard's span; 7 shards whole
+            assert opened.store.bytes_fetched == stored_bytes(tmp_path)  # every stored byte once
+        finally:
+            opened.close()
+
+
+def test_shards_larger_than_a_span_may_be_are_never_asked_whole(tmp_path: Path) -> None:
+    shape = (512, 1024)  # 8 shards of 256 KiB of noise, 234 kB stored: larger than the limit (3 MiB / 16)
+    written(tmp_path, "n.zarr", np.random.default_rng(5).random(shape, dtype=np.float32))
+    RecordingHandler.ranges = []
+    with http_server(tmp_path, RecordingHandler) as server:
+        opened = Engine.open(f"{server.url}/n.zarr", options=EngineOptions(cache_bytes=3 << 20))
+        try:
+            reader = opened.reader("")
+            got = np.frombuffer(reader.read(0, reader.nbytes), "<f4").reshape(shape)
+            assert np.array_equal(got, zarr_read(tmp_path, "n.zarr"))
+            specs = [spec for _, spec in RecordingHandler.ranges]
+            assert f"bytes=0-{(3 << 20) // 16}" not in specs
+            assert sum(spec.startswith("bytes=-") for spec in specs) == 8  # each index read alone
+            assert opened.store.bytes_fetched == stored_bytes(tmp_path)  # every stored byte once
+        finally:
+            opened.close()
 
 
 def test_random_access_reads_only_its_inner_chunk(engine: tuple[Engine, list], stored) -> None:
@@ -93,10 +199,23 @@ def test_random_access_reads_only_its_inner_chunk(engine: tuple[Engine, list], s
     reader = opened.reader("")
     offset = (300 * SHAPE[1] + 10) * 4  # in shard (1, 0), inner chunk (4, 0)
     assert reader.read(offset, offset + 8) == stored[1][300, 10:12].tobytes()
+    assert len(ranges) == 2  # the shard's index, then the chunk's range
     (request,) = data_requests(ranges)
     first, last = (int(v) for v in request[1].removeprefix("bytes=").split("-"))
     shard = (stored[0] / "a.zarr" / "c" / "1" / "0").stat().st_size
     assert last - first + 1 < shard // 8  # one inner chunk of 16, not the span
+
+
+def is_span_key(key: object) -> bool:
+    """A shard span's (or whole shard's) cache key: (("shard-span", token), ...)."""
+    return isinstance(key, tuple) and isinstance(key[0], tuple) and key[0][:1] == ("shard-span",)
+
+
+def test_a_whole_read_over_http_holds_spans(engine: tuple[Engine, list]) -> None:
+    opened, _ = engine
+    reader = opened.reader("")
+    reader.read(0, 64 * SHAPE[1] * 4)  # a band: the spans are held until the rest is read
+    assert any(is_span_key(key) for key in opened.cache.cached_keys())
 
 
 def test_a_local_store_reads_no_spans(stored) -> None:
@@ -104,35 +223,42 @@ def test_a_local_store_reads_no_spans(stored) -> None:
     try:
         reader = opened.reader("")
         assert np.array_equal(np.frombuffer(reader.read(0, reader.nbytes), "<f4").reshape(SHAPE), stored[1])
-        assert not any(key[0] == "shard-span" for key in opened.cache.cached_keys() if isinstance(key, tuple))
+        assert not any(is_span_key(key) for key in opened.cache.cached_keys())
     finally:
         opened.close()
 
 
-class VanishingHandler(RangeHandler):
-    """Answers shard indexes; any other range of a shard is 404, as if it was deleted meanwhile."""
+class VanishingAfterIndexHandler(RangeHandler):
+    """Answers a shard's index and its first range asked; after that the shard is 404, as if
+    deleted meanwhile."""
+
+    asked: set[str] = set()
 
     def send_head(self):  # type: ignore[no-untyped-def]
         spec = self.headers.get("Range", "")
         if "/c/" in self.path and not spec.startswith("bytes=-"):
-            self.send_error(404)
-            return None
+            if self.path in self.asked:
+                self.send_error(404)
+                return None
+            self.asked.add(self.path)
         return super().send_head()
 
 
 def test_a_span_that_vanished_fails_the_read_naming_the_chunk(stored) -> None:
-    with http_server(stored[0], VanishingHandler) as server:
+    VanishingAfterIndexHandler.asked = set()
+    with http_server(stored[0], VanishingAfterIndexHandler) as server:
         opened = Engine.open(f"{server.url}/a.zarr", options=EngineOptions(cache_bytes=64 << 20))
         try:
             reader = opened.reader("")
-            with pytest.raises(ZarrfsError, match=r"c/0/0 inner \[0, 0\].*vanished"):
+            assert reader.read(0, 8) == stored[1][0, :2].tobytes()  # shard (0, 0): its index, one range
+            with pytest.raises(ZarrfsError, match=r"c/0/0 inner \[0, 1\].*vanished"):
                 reader.read(0, reader.nbytes)
         finally:
             opened.close()
 
 
 def test_a_span_the_cache_evicted_leaves_the_rest_of_its_shard_to_ranges(tmp_path: Path) -> None:
-    shape = (2048, 512)  # 16 shards, 4 MiB decoded: twice the cache
+    shape = (8192, 512)  # 64 shards of 165 kB stored, 16 MiB decoded: twice the cache
     truth = np.arange(np.prod(shape), dtype="<f4").reshape(shape)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -141,17 +267,32 @@ def test_a_span_the_cache_evicted_leaves_the_rest_of_its_shard_to_ranges(tmp_pat
         array[...] = truth
     RecordingHandler.ranges = []
     with http_server(tmp_path, RecordingHandler) as server:
-        opened = Engine.open(f"{server.url}/b.zarr", options=EngineOptions(cache_bytes=2 << 20))
+        opened = Engine.open(f"{server.url}/b.zarr", options=EngineOptions(cache_bytes=8 << 20))
         try:
             reader = opened.reader("")
             band = 64 * shape[1] * 4
             assert reader.read(0, band) == truth[:64].tobytes()
-            spans = [path for path, spec in data_requests(RecordingHandler.ranges) if spec.startswith("bytes=0-")]
+            whole = f"bytes=0-{(8 << 20) // 16}"
+            spans = [path for path, spec in RecordingHandler.ranges if spec == whole]
             assert sorted(spans) == ["/b.zarr/c/0/0", "/b.zarr/c/0/1"]
             assert reader.read(4 * band, reader.nbytes) == truth[256:].tobytes()  # evicts them
             before = len(data_requests(RecordingHandler.ranges))
             assert reader.read(band, 2 * band) == truth[64:128].tobytes()
             again = [spec for path, spec in data_requests(RecordingHandler.ranges)[before:]]
-            assert again and not any(spec.startswith("bytes=0-") for spec in again), again
+            assert again and whole not in again, again
+        finally:
+            opened.close()
+
+
+def test_a_truncated_shard_fetched_whole_fails_the_read_naming_its_index(stored, tmp_path: Path) -> None:
+    shutil.copytree(stored[0] / "a.zarr", tmp_path / "t.zarr")
+    shard = tmp_path / "t.zarr" / "c" / "0" / "0"
+    shard.write_bytes(shard.read_bytes()[:-100])  # the index's bytes are no longer the last ones
+    with http_server(tmp_path, RangeHandler) as server:
+        opened = Engine.open(f"{server.url}/t.zarr", options=EngineOptions(cache_bytes=64 << 20))
+        try:
+            reader = opened.reader("")
+            with pytest.raises(ZarrfsError, match=r"c/0/0 \(shard index\)"):
+                reader.read(0, 64 * SHAPE[1] * 4)
         finally:
             opened.close()

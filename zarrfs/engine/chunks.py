@@ -31,7 +31,7 @@ from ..stores.store import ABSENT, Store, Versioned
 from .cache import ChunkCache, new_token
 from .chunk_versions import ChunkVersions
 from .fetches import RangeFetches
-from .shard_spans import ShardSpans
+from .shard_spans import Share, ShardSpans
 
 log = logging.getLogger(__name__)
 
@@ -285,7 +285,8 @@ class ShardedChunkSource:
         key = self.meta.chunk_key(shard)
         shard_shape = self.meta.grid.stored_shape(shard)
         try:
-            index = self.cache.get((self._index_key_prefix, shard), lambda _: self._load_index(key, shard_shape))
+            index = self.cache.get((self._index_key_prefix, shard),
+                                   lambda _: self._load_index(key, shard, shard_shape, len(coords)))
         except ZarrfsError as exc:
             error = _located(self.store, self.meta, f"{key} (shard index)", exc)
             yield from ((one, error) for one in coords)
@@ -384,10 +385,20 @@ class ShardedChunkSource:
     def _error(self, key: str, coords: Coords, exc: ZarrfsError) -> ZarrfsError:
         return _located(self.store, self.meta, f"{key} inner {list(coords)}", exc)
 
-    def _load_index(self, key: str, shard_shape: tuple[int, ...]) -> np.ndarray | None:
+    def _load_index(self, key: str, shard: Coords, shard_shape: tuple[int, ...], wanted: int) -> np.ndarray | None:
+        """The shard's index: from the whole shard when a load wanting `wanted` of its inner chunks
+        fetches it in one request (shard_spans.py), else read alone."""
+        start, stop = self.sharding.index_range(shard_shape)
+        share = Share(wanted, math.prod(self.sharding.chunks_per_shard(shard_shape)),
+                      math.prod(shard_shape) * self.meta.dtype.itemsize, stop - start)
+        return self._spans.shard_index(
+            key, shard, share, lambda: self._read_index(key, shard_shape),
+            lambda data: self.sharding.parse_index((data[start:] if start < 0 else data[start:stop]).tobytes(),
+                                                   shard_shape, len(data)))
+
+    def _read_index(self, key: str, shard_shape: tuple[int, ...]) -> np.ndarray | None:
         start, stop = self.sharding.index_range(shard_shape)
         raw = self.store.get_range(key, start, stop)
         if raw is None:
             return None
         return self.sharding.parse_index(raw, shard_shape)
-

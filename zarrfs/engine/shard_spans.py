@@ -15,6 +15,20 @@ it is the first entry evicted. A load wanting fewer (random access, a tile)
 reads just its ranges; one that wants a quarter fetches at most four times
 the bytes it decodes now, and keeps the rest for the reads that continue.
 
+A load wanting a quarter of a shard whose index is not read yet fetches the
+whole shard object instead (`shard_index`): one request for the index and
+the inner chunks, where reading the index first would cost a round trip
+more. It asks for bytes [0, limit] (the span's size limit below, plus one):
+a shard that turns out larger than the limit is not held, and ends whole
+fetches for the array. Shards whose decoded size (with a margin for codec
+headers) is within the limit are asked whole at once. For others the first
+index read alone tells the shards' stored size: the load reading it fetches
+its span, the loads arriving meanwhile wait for it (they would spend that
+round trip on their own index), then fetch whole if that shard fitted 7/8 of
+the limit, so a store whose shards exceed the limit asks nothing it does not
+use. (A shard too large after others fitted wastes one request per load
+asking at that moment.)
+
 Only the cache holds a span (this module keeps a weak reference), so its
 memory stays within the budget; a span the cache evicted before its shard
 was done leaves the shard's other inner chunks to their own ranges. Spans
@@ -39,6 +53,8 @@ from .fetches import RangeFetches
 
 Coords = tuple[int, ...]
 Wanted = list[tuple[Coords, int, int]]  # (coords, offset in the shard, nbytes)
+ParseIndex = Callable[[np.ndarray], np.ndarray]  # a whole shard's bytes -> its index, checked
+ReadIndex = Callable[[], np.ndarray | None]  # the index read alone (None: no shard)
 
 # A load wanting at least 1/SPAN_FROM of a shard's stored inner chunks reads the shard's span.
 SPAN_FROM = 4
@@ -53,16 +69,31 @@ SPAN_MAX = 64 << 20
 # Shards read whole remembered at once (a sequential stream reads one shard row at a time); past
 # it the oldest is forgotten, and its span ages out of the cache.
 TRACKED_SHARDS = 64
+# Shards of an array are fetched whole when the first one read fits 7/8 of the limit: the others
+# may be somewhat larger (less compressible data).
+FIT_MARGIN = (8, 7)
+
+
+@dataclass(frozen=True)
+class Share:
+    """What a load wants of one shard: `wanted` of its `per_shard` inner chunks; the shard's
+    decoded bytes and its index's bytes."""
+
+    wanted: int
+    per_shard: int
+    decoded_nbytes: int
+    index_nbytes: int
 
 
 @dataclass
 class _Held:
-    """A shard read whole: where its span begins, the span (while anything holds it), and its
-    stored inner chunks not decoded from it yet."""
+    """A shard read whole: where its span begins, the span (while anything holds it), its stored
+    inner chunks not decoded from it yet, and the span's cache key."""
 
     start: int
     span: weakref.ref[np.ndarray]
     left: set[int]
+    key: Hashable
 
 
 class ShardSpans:
@@ -75,6 +106,65 @@ class ShardSpans:
         self._key_prefix: Hashable = ("shard-span", new_token())
         self._held: OrderedDict[Coords, _Held] = OrderedDict()
         self._lock = threading.Lock()
+        # Whether this array's shards fit the limit: None until an index read alone (or a shard
+        # fetched whole that turned out too large) told.
+        self._shards_fit: bool | None = None
+        self._learning = False  # a load is reading the first index
+        self._learned = threading.Event()
+
+    def shard_index(self, key: str, shard: Coords, share: Share, read_index: ReadIndex,
+                    parse_index: ParseIndex) -> np.ndarray | None:
+        """The shard's index (None: no shard): from the whole shard, fetched in one request and
+        held as its span, when the load wants a quarter of it and it fits; else `read_index()`.
+        Raises ZarrfsError when a fetch fails or the index is bad."""
+        if not self.enabled or SPAN_FROM * share.wanted < share.per_shard:
+            return read_index()
+        with self._lock:
+            if shard in self._held:  # the index was evicted, not the span; or the span, and it is not fetched again
+                return read_index()
+        limit = self._limit()
+        if not _surely_within(share, limit):
+            learned = self._learn(share, limit, read_index)
+            if learned is not None:
+                return learned[0]
+            if not self._shards_fit:
+                return read_index()
+        whole_key = (self._key_prefix, "whole", shard)
+        try:
+            data = self.cache.get(whole_key, lambda _: self._fetch_whole(key, limit))
+        except _TooLarge:
+            self._shards_fit = False
+            return read_index()
+        if data is None:
+            return None
+        index = parse_index(data)
+        stored = {int(i) for i in np.flatnonzero(index[:, 0] != EMPTY)}
+        self._hold(shard, _Held(0, weakref.ref(data), stored, whole_key))
+        return index
+
+    def _learn(self, share: Share, limit: int, read_index: ReadIndex) -> tuple[np.ndarray | None] | None:
+        """Until this array's shards are known to fit the limit or not, the first load reads its
+        index alone, which tells: (that index,), and the load fetches its span. Loads arriving
+        meanwhile wait for it (they would spend the same round trip on their own index): None."""
+        with self._lock:
+            learner = self._shards_fit is None and not self._learning
+            self._learning = self._learning or learner
+        if not learner:
+            if self._shards_fit is None:
+                self._learned.wait(self.fetches.store.options.worst_case_seconds() + 1)
+            return None
+        index = None
+        try:
+            index = read_index()
+        finally:
+            if index is not None:
+                stored = index[index[:, 0] != EMPTY]
+                extent = int((stored[:, 0] + stored[:, 1]).max()) if len(stored) else 0
+                self._shards_fit = (extent + share.index_nbytes) * FIT_MARGIN[0] <= limit * FIT_MARGIN[1]
+            with self._lock:
+                self._learning = False
+            self._learned.set()
+        return (index,)
 
     def span_for(self, key: str, shard: Coords, index: np.ndarray, wanted: Wanted) -> tuple[int, memoryview] | None:
         """(its first byte's offset in the shard, the span) to decode `wanted` from; None: read
@@ -97,14 +187,21 @@ class ShardSpans:
             return None
         pieces = [(int(index[i, 0]), int(index[i, 0]) + int(index[i, 1])) for i in stored]
         start, stop = min(begin for begin, _ in pieces), max(end for _, end in pieces)
-        if stop - start > min(SPAN_MAX, self.cache.budget_bytes // SPAN_SHARE):
+        if stop - start > self._limit():
             return None
-        span = self.cache.get((self._key_prefix, shard), lambda _: self._fetch(key, start, stop, pieces))
+        span_key = (self._key_prefix, shard)
+        span = self.cache.get(span_key, lambda _: self._fetch(key, start, stop, pieces))
+        self._hold(shard, _Held(start, weakref.ref(span), {int(i) for i in stored}, span_key))
+        return start, memoryview(span)
+
+    def _limit(self) -> int:
+        return min(SPAN_MAX, self.cache.budget_bytes // SPAN_SHARE)
+
+    def _hold(self, shard: Coords, held: _Held) -> None:
         with self._lock:
-            self._held.setdefault(shard, _Held(start, weakref.ref(span), {int(i) for i in stored}))
+            self._held.setdefault(shard, held)
             while len(self._held) > TRACKED_SHARDS:
                 self._held.popitem(last=False)
-        return start, memoryview(span)
 
     def decoded(self, shard: Coords, wanted: Wanted, flat: Callable[[Coords], int]) -> None:
         """`wanted` were decoded from the shard's span: once none is left, the span goes first."""
@@ -116,7 +213,15 @@ class ShardSpans:
             if held.left:
                 return
             del self._held[shard]
-        self.cache.demote([(self._key_prefix, shard)])
+        self.cache.demote([held.key])
+
+    def _fetch_whole(self, key: str, limit: int) -> np.ndarray | None:
+        data = self.fetches.store.get_range(key, 0, limit + 1)
+        if data is None:
+            return None
+        if len(data) > limit:
+            raise _TooLarge
+        return np.frombuffer(data, np.uint8)  # side data: its nbytes count against the budget
 
     def _fetch(self, key: str, start: int, stop: int, pieces: list[tuple[int, int]]) -> np.ndarray:
         (data,) = self.fetches.ranges(key, [(start, stop)], [pieces])
@@ -127,3 +232,15 @@ class ShardSpans:
         if len(data) != stop - start:
             raise ChunkError(f"shard span [{start}:{stop}] came back with {len(data)} bytes (truncated shard)")
         return np.frombuffer(data, np.uint8)  # side data: its nbytes count against the budget
+
+
+def _surely_within(share: Share, limit: int) -> bool:
+    """Whether a shard's stored bytes fit `limit` even if no inner chunk compressed at all: its
+    decoded bytes and index, plus codec headers (zstd, blosc, gzip add tens of bytes per chunk, a
+    fraction of a percent of incompressible data)."""
+    decoded = share.decoded_nbytes
+    return decoded + decoded // 64 + 256 * share.per_shard + share.index_nbytes <= limit
+
+
+class _TooLarge(Exception):
+    """A shard fetched whole was larger than a span may be (not a failure: the index is read alone)."""
