@@ -16,7 +16,8 @@ names) and hands them to the parsers.
 """
 
 from .dialects import Node
-from .nodes import Child, Hierarchy
+from .learnt import Child
+from .nodes import Hierarchy
 from .source import open_hierarchy
 
 __all__ = ["Child", "Hierarchy", "Node", "open_hierarchy"]
