@@ -37,8 +37,10 @@ class FetchAhead:
     """A queue of node paths in walk order and the threads that fetch it.
 
     `fetch(path, generation)` loads one node (and, for a group, queues what
-    it names by calling `add`); it must not raise, and it skips a node that
-    is known or being loaded already. The threads start at the first `add`.
+    it names by calling `add`); it skips a node that is known or being
+    loaded already. Threads are started as the queue needs them, up to
+    `workers`, and end when it is empty: an idle hierarchy (a share holds
+    many) keeps none.
     """
 
     def __init__(self, fetch: Callable[[str, int], None], workers: int, limit: int, name: str) -> None:
@@ -46,22 +48,22 @@ class FetchAhead:
         self._workers = workers
         self._limit = limit
         self._name = name
-        self._ready = threading.Condition(threading.Lock())
+        self._lock = threading.Lock()
         self._queue: list[tuple[str, str]] = []  # a heap of (walk order, path)
         self._queued: set[str] = set()  # every path queued in this generation: each once
         self._generation = 0
-        self._threads: list[threading.Thread] = []
+        self._running = 0  # threads started and not ended
         self._closed = False
 
     @property
     def queued(self) -> int:
         """Paths queued in this generation (fetched, being fetched or waiting)."""
-        with self._ready:
+        with self._lock:
             return len(self._queued)
 
     def add(self, paths: Iterable[str], generation: int) -> None:
         """Queue `paths` of metadata generation `generation` (ignored if that is no longer the current one)."""
-        with self._ready:
+        with self._lock:
             if self._closed or generation != self._generation:
                 return
             added = 0
@@ -72,39 +74,33 @@ class FetchAhead:
                     self._queued.add(path)
                     heapq.heappush(self._queue, (walk_order(path), path))
                     added += 1
-            if not added:
-                return
-            if not self._threads:
-                self._threads = [threading.Thread(target=self._work, name=f"{self._name}-{number}", daemon=True)
-                                 for number in range(self._workers)]
-                for thread in self._threads:
-                    thread.start()  # each waits for this lock, then for the queue
-            self._ready.notify(added)
+            starting = min(added, self._workers - self._running)
+            self._running += starting
+        for _ in range(starting):
+            threading.Thread(target=self._work, name=self._name, daemon=True).start()
 
     def forget(self, generation: int) -> None:
         """The metadata was read anew (`generation`): what was queued for the old one is dropped."""
-        with self._ready:
+        with self._lock:
             self._generation = generation
             self._queue.clear()
             self._queued.clear()
 
     def close(self) -> None:
         """Stop: the threads end after the fetch each has under way (bounded by the store's timeout)."""
-        with self._ready:
+        with self._lock:
             self._closed = True
             self._queue.clear()
-            self._ready.notify_all()
 
     def _work(self) -> None:
         while True:
-            with self._ready:
-                while not self._queue and not self._closed:
-                    self._ready.wait()
-                if self._closed:
+            with self._lock:
+                if not self._queue:
+                    self._running -= 1
                     return
                 _, path = heapq.heappop(self._queue)
                 generation = self._generation
             try:
                 self._fetch(path, generation)
-            except Exception:  # a thread that dies leaves its share of the queue undone: say why, go on
+            except Exception:  # one node's fetch failing must not leave the rest of the queue undone
                 log.exception("fetching /%s ahead", path)
