@@ -287,8 +287,8 @@ class Hierarchy:
                 return
             with self._lock:
                 self._dialect = dialect
-                # Everything learnt from the old reading goes at once; loads under way for it finish
-                # into the old `Learnt`, which nobody reads any more.
+                # Everything learnt from the old reading goes at once; a load under way for it still
+                # answers its waiters, but is not remembered, and queues nothing ahead.
                 self._learnt = Learnt(self._learnt.generation + 1)
                 if self._ahead is not None:
                     self._ahead.forget(self._learnt.generation)
