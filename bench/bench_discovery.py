@@ -16,6 +16,11 @@ stores are written once into --data (default /tmp/zarrfs-bench-discovery)
 by discovery_stores.py run with --writer (a Python with ome-zarr-py >= 0.21).
 
     python bench/bench_discovery.py [--repeat 3] [--stores plate-96,...] [--latency-ms 20] [--writer PYTHON]
+
+The 96-well plate alone against the peer (issue 51's target: mount + `ls` + `find` <= 1.0x the peer's walk,
+`ratio_mount_ls_find_over_peer_walk`):
+
+    python bench/bench_discovery.py --repeat 3 --stores plate-96 --no-local
 """
 
 from __future__ import annotations

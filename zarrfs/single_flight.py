@@ -22,8 +22,8 @@ class SingleFlight(Generic[K]):
     `join` is the low-level half for a load that runs elsewhere (a pool's
     task resolves the future, then calls `land`); `run` loads in the calling
     thread. Its lock is a leaf: callers may hold their own around `join`.
-    (The virtual tree's directory builds, the hierarchy's node loads and the
-    chunk cache's loads still keep tables of their own: issue 52.)
+    (The virtual tree's directory builds and the chunk cache's loads still
+    keep tables of their own: issue 52.)
     """
 
     def __init__(self) -> None:
@@ -50,6 +50,17 @@ class SingleFlight(Generic[K]):
         flight, new = self.join(key)
         if not new:
             return flight.result()
+        return self._fly(key, flight, load)
+
+    def run_unless_under_way(self, key: K, load: Callable[[], V]) -> None:
+        """Run `load()` for `key` unless a load of it is under way, and never wait: work ahead of
+        demand, which leaves a key being loaded to its loader. A failure goes to the load's waiters
+        (and is raised here)."""
+        flight, new = self.join(key)
+        if new:
+            self._fly(key, flight, load)
+
+    def _fly(self, key: K, flight: Future, load: Callable[[], V]) -> V:
         try:
             value = load()
         except BaseException as exc:

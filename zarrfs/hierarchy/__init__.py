@@ -11,12 +11,15 @@ names) and hands them to the parsers.
     drafts.py     the 2022 v3 drafts' layouts (zarr-python 2.12-2.18, the seed's draft)
     detect.py     the dialect of the hierarchy at a store's root
     nodes.py      Hierarchy: the nodes of one store, found lazily (listings and names), fetched side by side,
-                  remembered (absent ones too), refreshed by TTL
+                  each once, refreshed by TTL
+    ahead.py      FetchAhead: the nodes metadata names, fetched before their lookups, in walk order
+    learnt.py     what one reading of the metadata taught (nodes, absent ones too, names, children); Child
     source.py     open_hierarchy: a Zarr store, a reference set, or an Icechunk repository
 """
 
 from .dialects import Node
-from .nodes import Child, Hierarchy
+from .learnt import Child
+from .nodes import Hierarchy
 from .source import open_hierarchy
 
 __all__ = ["Child", "Hierarchy", "Node", "open_hierarchy"]

@@ -7,11 +7,12 @@ over plain HTTP, is walked through its conventions alone.
 
 On a remote store, metadata is fetched at the store's concurrency: the
 children of a group are fetched side by side, and every node a group's
-metadata names is fetched ahead, in the background, so that walking an
-OME-Zarr plate does not wait one round trip per directory. Each node is
-fetched once (single flight: a lookup that wants a node being fetched ahead
-waits for that fetch, or runs it itself when it has not started), an absent
-node is remembered, and a lookup never waits behind the background's queue.
+metadata names is fetched ahead, in walk order (`ahead.py`), so that walking
+an OME-Zarr plate does not wait one round trip per directory. Each node is
+loaded once (`SingleFlight`: a lookup that wants a node being fetched waits
+for that fetch, or runs it itself when it has not started), an absent node
+is remembered (`learnt.py`), and a lookup never waits behind the queue of
+nodes fetched ahead.
 """
 
 from __future__ import annotations
@@ -21,15 +22,17 @@ import threading
 import time
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from typing import Any
 
 from ..errors import NotFoundError, ZarrfsError
 from ..model.limits import check_children
 from ..model.meta import GroupMeta, join_key
+from ..single_flight import SingleFlight
 from ..stores.store import Store
+from .ahead import FetchAhead
 from .detect import detect
 from .dialects import Dialect, Node
+from .learnt import Child, Learnt
 from .named import CONSECUTIVE_BATCH, naming
 
 log = logging.getLogger(__name__)
@@ -37,9 +40,11 @@ log = logging.getLogger(__name__)
 
 # NAME_MAX (255) less the longest suffix a node's file gets ('.bigtiff.tif').
 MAX_NAME_BYTES = 255 - 12
-# Nodes fetched ahead of any lookup, at most, per metadata generation: a hierarchy that names millions of
-# nodes is still walked on demand past this, and its metadata never outgrows the daemon.
+# Nodes queued to be fetched ahead of any lookup, at most, per metadata generation: a hierarchy that names
+# millions of nodes is still walked on demand past this, and its metadata never outgrows the daemon.
 MAX_FETCHED_AHEAD = 200_000
+# The store's requests in flight that fetching ahead leaves to lookups and chunk reads: one in this many.
+DEMAND_SHARE = 8
 
 
 def valid_node_name(name: str) -> bool:
@@ -55,24 +60,6 @@ def valid_node_name(name: str) -> bool:
     return len(encoded) <= MAX_NAME_BYTES
 
 
-@dataclass(frozen=True)
-class Child:
-    name: str
-    node: Node | None  # None when `error` says why it cannot be served
-    error: ZarrfsError | None = None
-
-
-class _Load:
-    """One node's fetch, shared by everyone who wants it: the first to claim it runs it."""
-
-    def __init__(self, generation: int) -> None:
-        self.generation = generation
-        self.claimed = False
-        self.done = threading.Event()
-        self.node: Node | None = None
-        self.error: ZarrfsError | None = None
-
-
 class Hierarchy:
     """The nodes of one store, discovered lazily and remembered.
 
@@ -86,21 +73,19 @@ class Hierarchy:
     def __init__(self, store: Store, dialect: Dialect | None = None, ttl: float | None = None) -> None:
         self.store = store
         self.ttl = ttl
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # guards `_learnt` and `_dialect`
         self._refresh_lock = threading.Lock()
-        self._nodes: dict[str, Node] = {}
-        self._absent: set[str] = set()
-        self._loads: dict[str, _Load] = {}
-        self._named: dict[str, set[str]] = {}  # group path -> child names its or an ancestor's metadata names
-        self._children: dict[str, list[Child]] = {}
-        self._fetched_ahead = 0
-        self._generation = 0
+        self._learnt = Learnt(generation=0)
+        self._loads: SingleFlight[tuple[int, str]] = SingleFlight()  # by (generation, path)
         self.refreshes = 0
-        # A remote store's metadata is fetched side by side: lookups in `_demand`, names fetched ahead in
-        # `_ahead`. Separate pools, so that a lookup never queues behind the work ahead.
+        # A remote store's metadata is fetched side by side: lookups in `_demand`, the nodes metadata names
+        # in `_ahead`. Apart, so that a lookup never queues behind the work ahead. The store bounds the
+        # requests in flight; the work ahead leaves some of them to lookups and chunk reads, which would
+        # otherwise wait for the whole queue (a request slot freed goes to the thread that asks first).
         workers = store.options.max_concurrency
         self._demand = ThreadPoolExecutor(workers, "zarrfs-metadata") if store.remote else None
-        self._ahead = ThreadPoolExecutor(max(1, workers // 2), "zarrfs-discovery") if store.remote else None
+        self._ahead = FetchAhead(self._fetch_ahead, max(1, workers - max(1, workers // DEMAND_SHARE)),
+                                 MAX_FETCHED_AHEAD, "zarrfs-discovery") if store.remote else None
         self._dialect = dialect or detect(store)
         self._loaded_at = time.monotonic()
 
@@ -113,7 +98,7 @@ class Hierarchy:
     def generation(self) -> int:
         """Changes whenever the metadata was read anew (checked, and refreshed if stale, here)."""
         self._refresh_if_stale()
-        return self._generation
+        return self._learnt.generation
 
     @property
     def zarr_format(self) -> str:
@@ -121,14 +106,17 @@ class Hierarchy:
 
     def stats(self) -> dict[str, Any]:
         with self._lock:
-            return {"ttl": self.ttl, "refreshes": self.refreshes, "nodes": len(self._nodes),
-                    "absent": len(self._absent), "fetched_ahead": self._fetched_ahead}
+            learnt = self._learnt
+            figures = {"ttl": self.ttl, "refreshes": self.refreshes, "nodes": len(learnt.nodes),
+                       "absent": len(learnt.absent)}
+        return {**figures, "fetched_ahead": self._ahead.queued if self._ahead is not None else 0}
 
     def close(self) -> None:
         """Stop fetching ahead (the daemon is stopping); fetches under way end by the store's timeout."""
-        for pool in (self._ahead, self._demand):
-            if pool is not None:
-                pool.shutdown(wait=False, cancel_futures=True)
+        if self._ahead is not None:
+            self._ahead.close()
+        if self._demand is not None:
+            self._demand.shutdown(wait=False, cancel_futures=True)
 
     def root(self) -> Node:
         return self.node("")
@@ -155,7 +143,8 @@ class Hierarchy:
         """The child nodes of group `path`; a broken child carries its error."""
         dialect = self.dialect
         with self._lock:
-            cached = self._children.get(path)
+            learnt = self._learnt
+            cached = learnt.children.get(path)
         if cached is not None:
             return cached
         try:
@@ -171,7 +160,7 @@ class Hierarchy:
             # A child may name siblings (a collection's OME group names its series): gather until
             # no new name turns up.
             with self._lock:
-                names.update(self._named.get(path, ()))
+                names.update(learnt.named.get(path, ()))
             new = sorted(names - gathered)
             if not new:
                 break
@@ -180,7 +169,7 @@ class Hierarchy:
             children += self._gather(path, new)
         children.sort(key=lambda child: child.name)
         with self._lock:
-            return self._children.setdefault(path, children)
+            return learnt.children.setdefault(path, children)
 
     def _gather(self, path: str, names: list[str]) -> list[Child]:
         """The children `names` of `path` that are nodes, and the broken ones with their errors."""
@@ -203,18 +192,12 @@ class Hierarchy:
     # ------------------------------------------------------------ fetching
 
     def _get(self, path: str) -> Node | None:
-        """The node at `path`, None when there is none; fetched once however many ask at once."""
-        load, run = self._claim(path)
-        if load is None:
-            with self._lock:
-                return self._nodes.get(path)
-        if run:
-            self._run(path, load)
-        else:
-            load.done.wait()
-        if load.error is not None:
-            raise load.error
-        return load.node
+        """The node at `path`, None when there is none; loaded once however many ask at once."""
+        with self._lock:
+            learnt = self._learnt
+            if learnt.knows(path):
+                return learnt.nodes.get(path)
+        return self._loads.run((learnt.generation, path), lambda: self._load(path, learnt))
 
     def _get_many(self, paths: Iterable[str]) -> list[tuple[Node | None, ZarrfsError | None]]:
         """(node or None, error) of each path, fetched side by side on a remote store."""
@@ -228,65 +211,49 @@ class Hierarchy:
                 return None, exc
 
         paths = list(paths)
-        if self._demand is None or len(paths) < 2:
+        with self._lock:
+            learnt = self._learnt
+            unknown = [path for path in paths if not learnt.knows(path)]
+        if self._demand is None or len(unknown) < 2:
             return [one(path) for path in paths]
-        return list(self._demand.map(one, paths))
+        # Only what is unknown goes to the pool: a hand-over costs a thread switch, which on a busy
+        # interpreter waits for the GIL; known nodes (most of them, once fetched ahead) answer here.
+        answers = dict(zip(unknown, self._demand.map(one, unknown), strict=True))
+        return [answers[path] if path in answers else one(path) for path in paths]
 
-    def _claim(self, path: str) -> tuple[_Load | None, bool]:
-        """(the load of `path`, whether the caller runs it); (None, False) when the answer is known."""
+    def _load(self, path: str, learnt: Learnt) -> Node | None:
+        """Read the node at `path` (None: there is none) into `learnt`; a group's named nodes are learnt,
+        and fetched ahead, before its waiters wake. An error is not remembered: a store may fail only for
+        a while."""
         with self._lock:
-            if path in self._nodes or path in self._absent:
-                return None, False
-            load = self._loads.get(path)
-            if load is None:
-                load = self._loads[path] = _Load(self._generation)
-            run = not load.claimed
-            load.claimed = True
-            return load, run
-
-    def _run(self, path: str, load: _Load) -> None:
+            if learnt.knows(path):  # loaded while this caller was on its way to the flight
+                return learnt.nodes.get(path)
+            dialect = self._dialect
         try:
-            load.node = self._dialect.node(path)
-        except ZarrfsError as exc:
-            load.error = exc  # not remembered: a store may fail only for a while
-        except Exception as exc:  # noqa: BLE001 - the waiters must wake whatever happened
-            load.error = ZarrfsError(f"{self.store.display_name}: /{path}: {type(exc).__name__}: {exc}")
+            node = dialect.node(path)
+        except ZarrfsError:
+            raise
+        except Exception as exc:  # the waiters must wake whatever happened
+            raise ZarrfsError(f"{self.store.display_name}: /{path}: {type(exc).__name__}: {exc}") from exc
         with self._lock:
-            if load.generation == self._generation:
-                if load.node is not None:
-                    self._nodes[path] = load.node
-                elif load.error is None:
-                    self._absent.add(path)
-            if self._loads.get(path) is load:
-                del self._loads[path]
-        load.done.set()
-        if isinstance(load.node, GroupMeta) and load.generation == self._generation:
-            self._learn_names(load.node)
+            if learnt is not self._learnt:
+                return node  # the metadata was read anew meanwhile: this answer is the old reading's
+            learnt.found(path, node)
+            ahead = learnt.name(naming(node).paths) if isinstance(node, GroupMeta) else []
+        if ahead and self._ahead is not None:
+            self._ahead.add(ahead, learnt.generation)
+        return node
 
-    def _learn_names(self, group: GroupMeta) -> None:
-        """Remember the children `group`'s metadata names, and fetch them ahead on a remote store."""
-        paths = naming(group).paths
-        if not paths:
-            return
+    def _fetch_ahead(self, path: str, generation: int) -> None:
+        """Load `path` unless it is known or being loaded (`FetchAhead`'s fetch)."""
         with self._lock:
-            for path in paths:
-                parts = path.split("/")
-                for depth in range(1, len(parts) + 1):
-                    self._named.setdefault("/".join(parts[:depth - 1]), set()).add(parts[depth - 1])
-            ahead = [p for p in paths if p not in self._nodes and p not in self._absent and p not in self._loads]
-            ahead = ahead[:max(0, MAX_FETCHED_AHEAD - self._fetched_ahead)]
-            self._fetched_ahead += len(ahead)
-        if self._ahead is not None:
-            for path in ahead:
-                try:
-                    self._ahead.submit(self._fetch_ahead, path)
-                except RuntimeError:  # shut down: the daemon is stopping
-                    return
-
-    def _fetch_ahead(self, path: str) -> None:
-        load, run = self._claim(path)
-        if load is not None and run:
-            self._run(path, load)
+            learnt = self._learnt
+            if learnt.generation != generation or learnt.knows(path):
+                return
+        try:
+            self._loads.run_unless_under_way((generation, path), lambda: self._load(path, learnt))
+        except ZarrfsError:
+            pass  # not remembered: the lookup that wants this node loads it again, and reports it
 
     def _consecutive(self, path: str) -> list[str]:
         """The series `0`, `1`, ... of a collection without a `series` list, up to the first missing one."""
@@ -320,12 +287,10 @@ class Hierarchy:
                 return
             with self._lock:
                 self._dialect = dialect
-                self._nodes.clear()
-                self._absent.clear()
-                self._loads.clear()
-                self._named.clear()
-                self._children.clear()
-                self._fetched_ahead = 0
-                self._generation += 1
+                # Everything learnt from the old reading goes at once; a load under way for it still
+                # answers its waiters, but is not remembered, and queues nothing ahead.
+                self._learnt = Learnt(self._learnt.generation + 1)
+                if self._ahead is not None:
+                    self._ahead.forget(self._learnt.generation)
                 self.refreshes += 1
                 self._loaded_at = time.monotonic()
