@@ -10,6 +10,7 @@ time, and a broken or stalled store must not touch its siblings.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import threading
@@ -30,6 +31,7 @@ from ome_zarr.writer import write_image
 
 from mountutil import mounted, mounted_many, run_zarrfs, wait_until
 from remoteutil import http_server, remote_mount, s3_server, stalling_server
+from zarrfs.files.share import ShareTree, open_mount_tree
 from zarrfs.files.tree import DirEntry, VirtualTree
 from zarrfs.formats import DEFAULT_FORMATS, FORMAT_GROUPS
 from zarrfs.options import EngineOptions
@@ -208,6 +210,35 @@ def test_idle_stores_are_closed_past_the_bound_but_never_under_an_open_file(shar
         # A closed store opens again when looked into.
         for path, values in share.arrays.items():
             assert np.array_equal(np.load(mount / path), values), path
+
+
+def _read_whole(tree: ShareTree, path: str) -> bytes:
+    opened = tree.open(path)
+    try:
+        out = np.empty(opened.size, np.uint8)
+        assert opened.read_into(0, out) == opened.size
+        return out.tobytes()
+    finally:
+        opened.close()
+
+
+def test_a_store_closed_past_the_bound_is_reopened_after_its_resolved_prefix_went(share: Share) -> None:
+    tree = open_mount_tree(str(share.root), {}, EngineOptions(), MOUNT_SUFFIXES, max_open_stores=1)
+    assert isinstance(tree, ShareTree)
+    try:
+        first, second = "lab/project-a/scan.zarr/scan.npy", "lab/project-a/old.zarr/values.npy"
+        before = _read_whole(tree, first)
+        assert tree.stats()["share"]["prefixes_resolved"] == 1  # scan.zarr's top, resolved once
+        assert np.array_equal(np.load(io.BytesIO(_read_whole(tree, second))), share.arrays[second])
+        figures = tree.stats()["share"]
+        # scan.zarr closed past the bound, and what was resolved below it let go with it.
+        assert (figures["stores_opened"], figures["stores_closed"], figures["prefixes_resolved"]) == (2, 1, 1)
+        again = _read_whole(tree, first)
+        figures = tree.stats()["share"]
+        assert (figures["stores_opened"], figures["stores_closed"]) == (3, 2)
+        assert again == before and np.array_equal(np.load(io.BytesIO(again)), share.arrays[first])
+    finally:
+        tree.close()
 
 
 @pytest.mark.mount

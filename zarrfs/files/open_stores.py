@@ -15,6 +15,47 @@ from .tree import VirtualTree
 
 log = logging.getLogger(__name__)
 
+# The most directories below stores whose resolution is kept (~200 bytes each); past it all are let go.
+MAX_RESOLVED_PREFIXES = 16384
+
+
+class ResolvedPrefixes:
+    """Directory mount paths at or below a store root -> (that store, the directory's path inside it): a
+    lookup in a known directory is one dict look-up, not a walk from the root. Bounded; a store's entries
+    go when it closes (its mount path is resolved again, and the store reopened, at its next lookup)."""
+
+    def __init__(self, bound: int = MAX_RESOLVED_PREFIXES) -> None:
+        self._bound = bound
+        self._by_path: dict[str, tuple[StoreMount, str]] = {}
+        self._by_store: dict[StoreMount, list[str]] = {}
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._by_path)
+
+    def get(self, path: str) -> tuple[StoreMount, str] | None:
+        return self._by_path.get(path)  # (one dict read: atomic)
+
+    def put(self, path: str, mount: StoreMount, rest: str) -> None:
+        with self._lock:
+            if path in self._by_path:
+                return
+            if len(self._by_path) >= self._bound:
+                self._by_path.clear()  # (letting all go keeps it one dict: a walk rebuilds what is used)
+                self._by_store.clear()
+            self._by_path[path] = (mount, rest)
+            self._by_store.setdefault(mount, []).append(path)
+
+    def drop(self, mount: StoreMount) -> None:
+        with self._lock:
+            for path in self._by_store.pop(mount, ()):
+                self._by_path.pop(path, None)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._by_path.clear()
+            self._by_store.clear()
+
 
 class OpenStores:
     """The open stores, least recently used first, with what opening and closing them counted."""
@@ -27,6 +68,7 @@ class OpenStores:
         self._lock = threading.Lock()
         self.opened = 0
         self.closed = 0
+        self.prefixes = ResolvedPrefixes()
 
     def count(self) -> int:
         with self._lock:
@@ -97,6 +139,7 @@ class OpenStores:
             self._close_store(candidate)
 
     def _close_store(self, mount: StoreMount) -> None:
+        self.prefixes.drop(mount)
         with mount.lock:
             tree, mount.tree = mount.tree, None
         if tree is not None:

@@ -149,7 +149,8 @@ class ShareTree:
         figures = {"cache": {"budget_bytes": cache.budget_bytes, **cache.stats().as_dict(), **cache.budget_figures()},
                    "share": {"source": self.display_name, "stores_open": self._stores.count(),
                              "stores_opened": self._stores.opened, "stores_closed": self._stores.closed,
-                             "max_open_stores": self._stores.max_open_stores}}
+                             "max_open_stores": self._stores.max_open_stores,
+                             "prefixes_resolved": len(self._stores.prefixes)}}
         return {**figures, **{name: figures_of() for name, figures_of in self.stats_extras.items()}}
 
     # ------------------------------------------------------------ routing
@@ -157,12 +158,17 @@ class ShareTree:
     def _resolve(self, path: str) -> tuple[Any, str]:
         """(the node at or above `path`, the rest of `path` below it): a folder, a catalog's root, a store
         mount with the path inside the store, or a file entry of a folder."""
+        directory, _, name = path.rpartition("/")
+        known = self._stores.prefixes.get(directory) if directory else None
+        if known is not None:
+            return known[0], f"{known[1]}/{name}" if known[1] else name
         node: Any = self._root
         parts = path.split("/") if path else []
         walked: list[str] = []
         for index, part in enumerate(parts):
             node = self._settled(node)
             if isinstance(node, StoreMount):
+                self._stores.prefixes.put(directory, node, "/".join(parts[index:-1]))
                 return node, "/".join(parts[index:])
             child = self._child(node, "/".join(walked), part)
             walked.append(part)
@@ -182,6 +188,8 @@ class ShareTree:
             known = self._nodes.get(full)
         if known is not None and not (isinstance(known, Folder) and self._folders.expired(known)):
             return known
+        if known is not None:
+            self._stores.prefixes.clear()  # a folder listed again: what was resolved below it is decided anew
         if isinstance(node, dict):
             child = node.get(name)
             if child is None:
