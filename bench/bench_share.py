@@ -149,11 +149,15 @@ def zarrfs_mount(source: Path, mountpoint: Path, *args: str) -> Iterator[float]:
 
 
 @contextmanager
-def rclone_mount(source: Path, mountpoint: Path) -> Iterator[float]:
+def rclone_mount(source: Path | str, mountpoint: Path, env: dict[str, str | None] | None = None) -> Iterator[float]:
+    """`rclone mount --read-only` of a folder or a remote (`env`: its RCLONE_CONFIG_* settings; None
+    removes a variable)."""
     mountpoint.mkdir(parents=True, exist_ok=True)
+    environment = {**os.environ, **(env or {})}
     start = time.perf_counter()
     process = subprocess.Popen(["rclone", "mount", str(source), str(mountpoint), "--read-only"],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                               env={name: value for name, value in environment.items() if value is not None})
     try:
         wait_mounted(mountpoint)
         yield time.perf_counter() - start

@@ -30,7 +30,7 @@ import tempfile
 import time
 from collections import Counter
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from urllib.parse import parse_qs, unquote, urlsplit
 
@@ -39,7 +39,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).parent))
 from bench_data import DEFAULT_ROOT, recent_memory  # noqa: E402
 from bench_share import (  # noqa: E402
-    ZARRFS, daemon_rss_mib, find, median, read_sequentially, run, timed, unmount, wait_mounted,
+    ZARRFS, daemon_rss_mib, find, median, rclone_mount, read_sequentially, run, timed,
 )
 
 BUCKET = "bench"
@@ -155,22 +155,12 @@ def zarrfs_s3_mount(moto: Moto, mountpoint: Path, log: Path) -> Iterator[float]:
         run(*ZARRFS, "unmount", mountpoint)
 
 
-@contextmanager
-def rclone_s3_mount(moto: Moto, mountpoint: Path) -> Iterator[float]:
-    mountpoint.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, "RCLONE_CONFIG_MOTO_TYPE": "s3", "RCLONE_CONFIG_MOTO_PROVIDER": "Other",
-           "RCLONE_CONFIG_MOTO_ENDPOINT": moto.endpoint, "RCLONE_CONFIG_MOTO_ACCESS_KEY_ID": "testing",
-           "RCLONE_CONFIG_MOTO_SECRET_ACCESS_KEY": "testing", "RCLONE_CONFIG_MOTO_REGION": "us-east-1"}
-    start = time.perf_counter()
-    process = subprocess.Popen(["rclone", "mount", f"moto:{BUCKET}/share", str(mountpoint), "--read-only"],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
-    try:
-        wait_mounted(mountpoint)
-        yield time.perf_counter() - start
-    finally:
-        unmount(mountpoint)
-        process.terminate()
-        process.wait(30)
+def rclone_s3_mount(moto: Moto, mountpoint: Path) -> AbstractContextManager[float]:
+    return rclone_mount(f"moto:{BUCKET}/share", mountpoint, {
+        "RCLONE_CONFIG_MOTO_TYPE": "s3", "RCLONE_CONFIG_MOTO_PROVIDER": "Other",
+        "RCLONE_CONFIG_MOTO_ENDPOINT": moto.endpoint, "RCLONE_CONFIG_MOTO_ACCESS_KEY_ID": "testing",
+        "RCLONE_CONFIG_MOTO_SECRET_ACCESS_KEY": "testing", "RCLONE_CONFIG_MOTO_REGION": "us-east-1",
+        "AWS_CA_BUNDLE": None})  # rclone's S3 client refuses a custom CA bundle over plain HTTP
 
 
 def zarr_python_open_all(moto: Moto) -> int:

@@ -8,6 +8,8 @@ import signal
 import socket
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -56,14 +58,8 @@ def test_daemon_notifies_ready_then_stopping(tmp_path: Path) -> None:
     zarr.create_array(str(store), data=np.arange(12, dtype="u1").reshape(3, 4))
     mountpoint = tmp_path / "mnt"
     mountpoint.mkdir()
-    address = str(tmp_path / "notify.sock")
-    listener = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-    listener.bind(address)
-    listener.settimeout(60)
-    daemon = subprocess.Popen([ZARRFS, "mount", "--foreground", str(store), str(mountpoint)],
-                              env={**os.environ, "NOTIFY_SOCKET": address},
-                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    try:
+    with _notifying_daemon([ZARRFS, "mount", "--foreground", str(store), str(mountpoint)], mountpoint,
+                           tmp_path) as (daemon, listener):
         assert listener.recv(256) == b"READY=1"
         assert os.path.ismount(mountpoint)
         assert (mountpoint / "s.raw").read_bytes() == bytes(range(12))
@@ -71,6 +67,21 @@ def test_daemon_notifies_ready_then_stopping(tmp_path: Path) -> None:
         assert listener.recv(256) == b"STOPPING=1"
         assert daemon.wait(timeout=30) == 0
         assert not os.path.ismount(mountpoint)
+
+
+@contextmanager
+def _notifying_daemon(command: list[str], mountpoint: Path,
+                      tmp_path: Path) -> Iterator[tuple[subprocess.Popen, socket.socket]]:
+    """The daemon started as systemd starts a Type=notify service (NOTIFY_SOCKET), and the socket it
+    tells; on the way out the daemon is ended and the mount point left unmounted, whatever happened."""
+    address = str(tmp_path / "notify.sock")
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    listener.bind(address)
+    listener.settimeout(60)
+    daemon = subprocess.Popen(command, env={**os.environ, "NOTIFY_SOCKET": address},
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        yield daemon, listener
     finally:
         listener.close()
         if daemon.poll() is None:
@@ -118,13 +129,7 @@ def test_cluster_recipe_mounts_a_share_or_a_catalog(kind: str, tmp_path: Path) -
         env_text = f"ZARRFS_SOURCE=\nZARRFS_MOUNTPOINT={mountpoint}\nZARRFS_OPTIONS=--catalog {catalog}\n"
         a_raw, b_raw = mountpoint / "a" / "a.raw", mountpoint / "b" / "b.raw"
     command = _exec_start(UNIT.read_text(), _environment_file(env_text))
-    address = str(tmp_path / "notify.sock")
-    listener = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-    listener.bind(address)
-    listener.settimeout(60)
-    daemon = subprocess.Popen(command, env={**os.environ, "NOTIFY_SOCKET": address},
-                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    try:
+    with _notifying_daemon(command, mountpoint, tmp_path) as (daemon, listener):
         assert listener.recv(256) == b"READY=1"
         assert a_raw.read_bytes() == b"\x01" * 6
         assert b_raw.read_bytes() == b"\x02" * 6
@@ -133,10 +138,3 @@ def test_cluster_recipe_mounts_a_share_or_a_catalog(kind: str, tmp_path: Path) -
         daemon.send_signal(signal.SIGTERM)
         assert daemon.wait(timeout=30) == 0
         assert not os.path.ismount(mountpoint)
-    finally:
-        listener.close()
-        if daemon.poll() is None:
-            daemon.kill()
-            daemon.wait()
-        if os.path.ismount(mountpoint):
-            subprocess.run(["fusermount3", "-u", "-z", str(mountpoint)], check=False)
