@@ -159,6 +159,48 @@ def http_server(root: Path, handler_class: type[RangeHandler] = RangeHandler) ->
         yield HttpServer(f"http://127.0.0.1:{server.server_address[1]}", counter)
 
 
+class EtagHandler(RangeHandler):
+    """Static files with an ETag on every answer: the file's identity, which a rewrite changes."""
+
+    def end_headers(self) -> None:
+        path = Path(self.translate_path(self.path))
+        if path.is_file():
+            status = path.stat()
+            self.send_header("ETag", f'"{status.st_ino:x}-{status.st_size:x}-{status.st_mtime_ns:x}"')
+        super().end_headers()
+
+
+@contextmanager
+def http_server_process(root: Path, handler: str = "RangeHandler") -> Iterator[str]:
+    """`root` served from another process by the handler class of this module named `handler`; its URL.
+    For a test whose own process also writes the store or reads the mount: nothing the test process
+    does (its threads, its locks, a read it waits on) can hold up the server's answers."""
+    port_file = root.parent / f".http-port-{os.getpid()}-{threading.get_ident()}"
+    port_file.unlink(missing_ok=True)
+    process = subprocess.Popen([sys.executable, __file__, "--serve", str(root), str(port_file), handler],
+                               stdin=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 30
+        while not (port_file.exists() and port_file.read_text()):
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"the HTTP server process did not start (exit {process.poll()})")
+            time.sleep(0.02)
+        yield f"http://127.0.0.1:{port_file.read_text()}"
+    finally:
+        end_process(process)
+        port_file.unlink(missing_ok=True)
+
+
+def _serve_in_this_process(root: str, port_file: str, handler_name: str) -> None:
+    handler_class = globals()[handler_name]
+    handler = type("CountingHandler", (handler_class,), {"counter": Counter()})
+    server = _Server(("127.0.0.1", 0), lambda *a: handler(*a, directory=root))
+    written = Path(port_file + ".part")
+    written.write_text(str(server.server_address[1]))
+    written.rename(port_file)  # whole, or not there
+    server.serve_forever(poll_interval=POLL_S)
+
+
 # ---------------------------------------------------------- stalling server
 
 
@@ -440,3 +482,7 @@ def write_sources(root: Path, arrays: list[str], hierarchies: list[str],
         (root / label).mkdir()
         written_hierarchies[label] = write_hierarchy(root / label, int(label[1]), consolidated=label.endswith("c"))
     return written_arrays, written_hierarchies
+
+
+if __name__ == "__main__":  # http_server_process's child: remoteutil.py --serve ROOT PORT_FILE HANDLER
+    _serve_in_this_process(*sys.argv[2:5])

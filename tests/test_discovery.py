@@ -65,9 +65,11 @@ class SlowUnlistedHandler(RangeHandler):
     in_flight: InFlight  # set per server
 
     def send_head(self):  # type: ignore[no-untyped-def]
+        # Counted while the request waits here, not while its answer is written: a client that has
+        # read the answer may ask again before this thread would have counted the request out.
         with self.in_flight:
             time.sleep(LATENCY_S)
-            return super().send_head()
+        return super().send_head()
 
     def list_directory(self, path: str) -> None:  # type: ignore[override]
         self.send_error(HTTPStatus.NOT_FOUND)

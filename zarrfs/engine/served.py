@@ -28,8 +28,12 @@ from .. import extensions
 CachedReads: Any = None
 if extensions.wanted():
     try:
-        from . import _cached_reads as _c_side
-        CachedReads = _c_side.CachedReads
+        # Names from the module, not `from . import _cached_reads`: a missing file is then a
+        # ModuleNotFoundError, which extensions.py reports as the extension not compiled.
+        from ._cached_reads import SEQUENTIAL_REACH as _C_SEQUENTIAL_REACH
+        from ._cached_reads import CachedReads
+        from ._cached_reads import continues_stream as _c_continues_stream
+        from ._cached_reads import stream_reach as _c_stream_reach
     except ImportError as error:
         extensions.unavailable("zarrfs.engine._cached_reads", error)
 else:
@@ -60,8 +64,8 @@ def python_stream_reach(size: int) -> int:
 continues_stream: Callable[[int, int, int], bool] = python_continues_stream
 stream_reach: Callable[[int], int] = python_stream_reach
 if CachedReads is not None:
-    SEQUENTIAL_REACH = _c_side.SEQUENTIAL_REACH
-    continues_stream, stream_reach = _c_side.continues_stream, _c_side.stream_reach
+    SEQUENTIAL_REACH = _C_SEQUENTIAL_REACH
+    continues_stream, stream_reach = _c_continues_stream, _c_stream_reach
 
 # Chunk files the C side keeps open at most (each a descriptor), the least recently registered
 # closed first: a sequential stream reads one band of chunk files at a time.
