@@ -156,9 +156,10 @@ def test_a_local_store_followed_while_written(tmp_path: Path, compressors: objec
 
 @contextmanager
 def http_mount(tmp_path: Path, root: Path) -> Iterator[Mount]:
-    # The server answers from its own process: this test writes the store and reads the mount from
-    # its own; a server in the test process stopped answering for minutes in loaded runs (cause
-    # not found: the daemon waited on answers the server never began).
+    # The server answers from its own process. In the test's process it stopped answering for
+    # minutes in two clean-clone runs (chunk reads, then the metadata refresh of zarr.json, timed
+    # out 4 x 30 s while the server's thread sat idle): most likely a call this process makes with
+    # the GIL held (an open's fstat, say) waited on the daemon, whose refresh waited on the server.
     with http_server_process(root.parent, "EtagHandler") as url, mounted_many([
             remote_mount(tmp_path, f"{url}/{root.name}", "--metadata-ttl", "1", "--cache-size", "256K",
                          expected_log=STALE_LOG)]) as (mount,):
