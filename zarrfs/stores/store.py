@@ -210,7 +210,7 @@ def _read_local(path: str) -> Versioned:
         before = os.fstat(fd)
         if stat.S_ISDIR(before.st_mode):
             raise IsADirectoryError(path)
-        with os.fdopen(os.dup(fd), "rb", buffering=0) as file:
+        with open(fd, "rb", buffering=0, closefd=False) as file:  # the descriptor stays ours to fstat
             data = file.readall()
         after = os.fstat(fd)
     finally:
