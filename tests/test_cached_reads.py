@@ -480,15 +480,26 @@ def test_uncompressed_local_chunks_are_read_from_their_files_in_c(tmp_path: Path
 
 
 def test_dd_of_an_uncompressed_array_is_answered_in_c(tmp_path: Path) -> None:
-    store = tmp_path / "u.zarr"
     """A chunk file is read by Python once (which gives it to C), then by C: chunks of 1024 rows
-    take four 1 MiB reads each."""
+    take four 1 MiB reads each, and a stream's reads past its first two are C's.
+
+    The reads go one at a time with the kernel's readahead off (POSIX_FADV_RANDOM), as `dd` of
+    one block after another: with readahead on, the kernel may send several reads at once, and on
+    a loaded machine all of a chunk row's reads can reach the daemon before Python has given that
+    row's files to C (they are then Python's, correct but not C's: a matter of speed, for bench/)."""
+    store = tmp_path / "u.zarr"
     truth = np.random.default_rng(6).integers(0, 255, (4096, 4096), dtype="u1")  # 16 MiB
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         zarr.create_array(str(store), shape=truth.shape, chunks=(1024, 1024), dtype="u1", compressors=None)[...] = truth
     with mounted(store, tmp_path / "mnt", tmp_path / "log") as mount:
-        copied = (mount / "u.raw").read_bytes()
+        fd = os.open(mount / "u.raw", os.O_RDONLY)
+        try:
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)
+            copied = b"".join(os.pread(fd, 1 << 20, offset) for offset in range(0, truth.nbytes, 1 << 20))
+        finally:
+            os.close(fd)
         stats = json.loads((mount / ".zarrfs-stats.json").read_text())
     assert copied == truth.tobytes()
-    assert stats["reads"]["answered_in_c_in_streams"] > 0, stats["reads"]
+    reads = stats["reads"]
+    assert reads["answered_in_c_in_streams"] >= reads["count"] // 2, reads
