@@ -22,6 +22,7 @@ import numpy as np
 from ..errors import StoreError
 from ..stores.store import Store
 from .cache import ChunkCache
+from .served import continues_stream
 
 # 8 MiB blocks: at 20 ms per request, 2 requests in flight already carry ~800 MB/s, and a block is
 # small beside the cache budget.
@@ -80,8 +81,10 @@ class PlainFileReader:
         first, last = offset // BLOCK_BYTES, (stop - 1) // BLOCK_BYTES
         keys = [self._block_key(index) for index in range(first, last + 1)]
         with self._lock:
-            sequential = offset == self._next_offset or offset == 0
-            self._next_offset = stop
+            # The kernel's readahead sends a stream's reads several at a time, so they may arrive out of
+            # order: the stream rule of the arrays' reads (served.py) tells them, not an exact offset.
+            sequential = offset == 0 or continues_stream(self._next_offset, offset, stop)
+            self._next_offset = max(self._next_offset, stop) if sequential else stop
         values, futures = self._cache.get_many(keys, self._load_block, size_hint=BLOCK_BYTES)
         try:
             if sequential:

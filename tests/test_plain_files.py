@@ -1,0 +1,64 @@
+"""Ordinary files of a remote share read through the block cache (engine/plain_files.py): the bytes
+are the file's, and a sequential stream loads ahead even when the kernel's readahead delivers its
+reads out of order (several are in flight at once, answered by different libfuse threads)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from remoteutil import http_server
+
+from zarrfs.engine import plain_files
+from zarrfs.engine.cache import ChunkCache
+from zarrfs.engine.plain_files import PlainFileReader
+from zarrfs.stores.store import Store
+
+BLOCK = 64 << 10  # small blocks, so that a short file has many
+READ = 16 << 10
+
+
+@pytest.fixture
+def blocks(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(plain_files, "BLOCK_BYTES", BLOCK)
+
+
+def read(reader: PlainFileReader, offset: int, size: int = READ) -> bytes:
+    out = np.empty(size, np.uint8)
+    count = reader.read_into(offset, out)
+    return out[:count].tobytes()
+
+
+def test_reads_out_of_order_in_a_stream_still_load_ahead(tmp_path: Path, blocks: None) -> None:
+    data = np.random.default_rng(3).bytes(32 * BLOCK)
+    (tmp_path / "blob.bin").write_bytes(data)
+    cache = ChunkCache(64 << 20, 4)
+    with http_server(tmp_path) as server:
+        reader = PlainFileReader(Store.open(server.url), "blob.bin", len(data), None, cache, timeout=30)
+        try:
+            # The kernel's order: each pair of neighbouring reads swapped, as two threads answer them.
+            offsets = [offset for pair in range(0, 8 * BLOCK, 2 * READ) for offset in (pair + READ, pair)]
+            got = {offset: read(reader, offset) for offset in [0, *offsets[2:]]}
+            prefetches = cache.stats().prefetches
+        finally:
+            reader.close()
+    assert all(got[offset] == data[offset:offset + READ] for offset in got)
+    # The read at 0 loads blocks 1-4 ahead; the stream's later reads keep loading ahead past them.
+    assert prefetches > plain_files.AHEAD_BLOCKS, prefetches
+
+
+def test_a_read_far_from_the_last_loads_nothing_ahead(tmp_path: Path, blocks: None) -> None:
+    data = np.random.default_rng(4).bytes(64 * BLOCK)
+    (tmp_path / "blob.bin").write_bytes(data)
+    cache = ChunkCache(64 << 20, 4)
+    with http_server(tmp_path) as server:
+        reader = PlainFileReader(Store.open(server.url), "blob.bin", len(data), None, cache, timeout=30)
+        try:
+            far = 40 * BLOCK  # past the stream's reach (served.py) from a read at 0 of 16 KiB
+            assert read(reader, 10 * BLOCK) == data[10 * BLOCK:10 * BLOCK + READ]
+            assert read(reader, 10 * BLOCK + far) == data[10 * BLOCK + far:10 * BLOCK + far + READ]
+            prefetches = cache.stats().prefetches
+        finally:
+            reader.close()
+    assert prefetches == 0, prefetches
