@@ -35,6 +35,7 @@ from zarrfs.files.share import ShareTree, open_mount_tree
 from zarrfs.files.tree import DirEntry, VirtualTree
 from zarrfs.formats import DEFAULT_FORMATS, FORMAT_GROUPS
 from zarrfs.options import EngineOptions
+from zarrfs.stores.store import Store
 
 # The files a mount shows by default (`--formats`'s default).
 MOUNT_SUFFIXES = tuple(suffix for name in DEFAULT_FORMATS for suffix in FORMAT_GROUPS[name])
@@ -190,6 +191,28 @@ def test_the_share_mounts_without_opening_a_store(share: Share, tmp_path: Path) 
                               share.arrays["lab/project-a/scan.zarr/scan.npy"])
         stats = json.loads((mount / ".zarrfs-stats.json").read_text())
         assert stats["share"]["stores_opened"] == 1
+
+
+def test_the_share_root_is_listed_once_from_mount_to_first_ls(share: Share, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Telling that the root is no store lists it (stores/store.py's `list_entries`); the share and its first
+    listing take that listing rather than asking again (one LIST of a bucket prefix, not three)."""
+    listed: list[str] = []
+    original = Store.list_entries
+
+    def counted(self: Store, prefix: str) -> list:
+        listed.append(prefix)
+        return original(self, prefix)
+
+    monkeypatch.setattr(Store, "list_entries", counted)
+    tree = open_mount_tree(str(share.root), {}, EngineOptions(), DEFAULT_FORMATS)
+    try:
+        names = set(tree.listdir(tree.lookup("/")))  # type: ignore[arg-type]
+        assert listed.count("") == 1, listed
+        tree.listdir(tree.lookup("/lab"))  # type: ignore[arg-type]
+    finally:
+        tree.close()
+    assert {"docs", "lab"} <= names
+    assert listed.count("") == 1 and listed.count("lab") == 1, listed
 
 
 @pytest.mark.mount

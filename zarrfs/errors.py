@@ -31,6 +31,9 @@ class NotZarrError(ZarrfsError):
     """The source exists but holds no Zarr hierarchy at that path."""
 
     errno = _errno.ENOENT
+    # What the source's root listed on the way to this error (stores/store.py's `Listed` entries), when it
+    # was listed: a mount that goes on to serve the source as a share takes it rather than listing again.
+    root_listing: list | None = None
 
 
 class MetadataError(ZarrfsError):

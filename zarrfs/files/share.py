@@ -299,7 +299,7 @@ def open_mount_tree(source: str, storage_options: dict[str, Any], options: Engin
         return VirtualTree.of_source(source, storage_options, options, suffixes)
     except NotZarrError as not_zarr:
         try:
-            share = ShareFolders.open(source, storage_options, options.store)
+            share = ShareFolders.open(source, storage_options, options.store, not_zarr.root_listing)
         except ZarrfsError:
             raise not_zarr from None
         if share is None:

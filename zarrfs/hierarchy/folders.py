@@ -27,6 +27,7 @@ import enum
 import io
 import logging
 import posixpath
+import threading
 import zipfile
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor, wait
@@ -219,20 +220,26 @@ class ShareFolders:
     """A share's folders, read through its one store: listings, probes, each entry's URL. The layers above
     see a share only through this (and never a store itself)."""
 
-    def __init__(self, store: Store, storage_options: dict[str, Any]) -> None:
+    def __init__(self, store: Store, storage_options: dict[str, Any], root_listing: list[Listed] | None = None) -> None:
         self.store = store
         self.storage_options = storage_options  # the share's: every store in it is opened with them
+        # The root's listing as `open` read it, handed to the root folder's first listing: the mount lists
+        # its root once. Later listings ask the store, so a share that changes is seen changed.
+        self._root_listing = root_listing
+        self._root_lock = threading.Lock()
 
     @classmethod
-    def open(cls, url: str, storage_options: dict[str, Any], options: StoreOptions) -> ShareFolders | None:
+    def open(cls, url: str, storage_options: dict[str, Any], options: StoreOptions,
+             listing: list[Listed] | None = None) -> ShareFolders | None:
         """The share at `url`, or None when it is none: nothing is listed there (not a folder, or an empty
         one), or its listing is a store root's (a store that could not be opened is not a share: its own
-        error is what to say)."""
+        error is what to say). `listing`: the root's, when it was just listed (NotZarrError.root_listing)."""
         store = Store.open(url, storage_options, options)
-        listing = store.list_entries("")
+        if listing is None:
+            listing = store.list_entries("")
         if not listing or folder_kind(posixpath.basename(url.rstrip("/")), listing) is Kind.STORE:
             return None
-        return cls(store, storage_options)
+        return cls(store, storage_options, listing)
 
     @property
     def display_name(self) -> str:
@@ -243,6 +250,11 @@ class ShareFolders:
         return self.store.local_path("") is not None
 
     def listing(self, key: str) -> list[Listed]:
+        if key == "" and self._root_listing is not None:
+            with self._root_lock:
+                listing, self._root_listing = self._root_listing, None
+            if listing is not None:
+                return listing
         return self.store.list_entries(key)
 
     def probe(self, key: str, listing: list[Listed]) -> dict[str, Kind]:

@@ -22,9 +22,11 @@ def open_hierarchy(source: str, storage_options: dict[str, Any], options: StoreO
     store = Store.open(source, storage_options, options)
     try:
         return Hierarchy(store, ttl=ttl)
-    except NotZarrError:
+    except NotZarrError as not_zarr:
         if options.ref is None and store.fs.protocol != IcechunkFileSystem.protocol:
-            directories, files = store.listdir("")
-            if looks_like_repository(directories, files):
+            listing = store.list_entries("")
+            directories = [entry.name for entry in listing if entry.directory]
+            if looks_like_repository(directories, [entry.name for entry in listing if not entry.directory]):
                 return Hierarchy(Store.open_icechunk(source, storage_options, options), ttl=ttl)
+            not_zarr.root_listing = listing
         raise
