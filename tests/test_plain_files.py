@@ -4,6 +4,8 @@ reads out of order (several are in flight at once, answered by different libfuse
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -30,35 +32,35 @@ def read(reader: PlainFileReader, offset: int, size: int = READ) -> bytes:
     return out[:count].tobytes()
 
 
-def test_reads_out_of_order_in_a_stream_still_load_ahead(tmp_path: Path, blocks: None) -> None:
-    data = np.random.default_rng(3).bytes(32 * BLOCK)
+@contextmanager
+def remote_file(tmp_path: Path, blocks: int, seed: int) -> Iterator[tuple[bytes, PlainFileReader, ChunkCache]]:
+    """A file of `blocks` blocks served over HTTP, open through the block cache: (its bytes, the reader, the cache)."""
+    data = np.random.default_rng(seed).bytes(blocks * BLOCK)
     (tmp_path / "blob.bin").write_bytes(data)
     cache = ChunkCache(64 << 20, 4)
     with http_server(tmp_path) as server:
         reader = PlainFileReader(Store.open(server.url), "blob.bin", len(data), None, cache, timeout=30)
         try:
-            # The kernel's order: each pair of neighbouring reads swapped, as two threads answer them.
-            offsets = [offset for pair in range(0, 8 * BLOCK, 2 * READ) for offset in (pair + READ, pair)]
-            got = {offset: read(reader, offset) for offset in [0, *offsets[2:]]}
-            prefetches = cache.stats().prefetches
+            yield data, reader, cache
         finally:
             reader.close()
+
+
+def test_reads_out_of_order_in_a_stream_still_load_ahead(tmp_path: Path, blocks: None) -> None:
+    with remote_file(tmp_path, 32, 3) as (data, reader, cache):
+        # The kernel's order: each pair of neighbouring reads swapped, as two threads answer them.
+        offsets = [offset for pair in range(0, 8 * BLOCK, 2 * READ) for offset in (pair + READ, pair)]
+        got = {offset: read(reader, offset) for offset in [0, *offsets[2:]]}
+        prefetches = cache.stats().prefetches
     assert all(got[offset] == data[offset:offset + READ] for offset in got)
     # The read at 0 loads blocks 1-4 ahead; the stream's later reads keep loading ahead past them.
     assert prefetches > plain_files.AHEAD_BLOCKS, prefetches
 
 
 def test_a_read_far_from_the_last_loads_nothing_ahead(tmp_path: Path, blocks: None) -> None:
-    data = np.random.default_rng(4).bytes(64 * BLOCK)
-    (tmp_path / "blob.bin").write_bytes(data)
-    cache = ChunkCache(64 << 20, 4)
-    with http_server(tmp_path) as server:
-        reader = PlainFileReader(Store.open(server.url), "blob.bin", len(data), None, cache, timeout=30)
-        try:
-            far = 40 * BLOCK  # past the stream's reach (served.py) from a read at 0 of 16 KiB
-            assert read(reader, 10 * BLOCK) == data[10 * BLOCK:10 * BLOCK + READ]
-            assert read(reader, 10 * BLOCK + far) == data[10 * BLOCK + far:10 * BLOCK + far + READ]
-            prefetches = cache.stats().prefetches
-        finally:
-            reader.close()
+    with remote_file(tmp_path, 64, 4) as (data, reader, cache):
+        far = 40 * BLOCK  # past the stream's reach (served.py) from a read at 0 of 16 KiB
+        assert read(reader, 10 * BLOCK) == data[10 * BLOCK:10 * BLOCK + READ]
+        assert read(reader, 10 * BLOCK + far) == data[10 * BLOCK + far:10 * BLOCK + far + READ]
+        prefetches = cache.stats().prefetches
     assert prefetches == 0, prefetches
