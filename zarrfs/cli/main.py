@@ -143,7 +143,7 @@ def _tree_of_share(args: argparse.Namespace, storage_options: dict, store_option
         share = ShareFolders.open(args.source, storage_options, store_options)
         if share is None:
             return 1
-        lines = share_lines(share.store, args.depth, store_options.max_concurrency)
+        lines = share_lines(share, args.depth, store_options.max_concurrency)
     for line in lines:
         print(line)
     return 0

@@ -13,18 +13,18 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 
 from ..files.catalog import CatalogEntry
-from ..hierarchy.folders import Kind, describe_store, entry_kind, folder_kind, probe_files
+from ..hierarchy.folders import Kind, ShareFolders, describe_store, entry_kind, folder_kind, probe_files
 from ..stores.redact import redact_url
 from ..stores.store import Listed, Store
 
 FILE_KINDS = {Kind.ZIPPED: "zipped store", Kind.REFERENCES: "kerchunk reference set (JSON)"}
 
 
-def share_lines(store: Store, depth: int | None, concurrency: int) -> Iterator[str]:
+def share_lines(share: ShareFolders, depth: int | None, concurrency: int) -> Iterator[str]:
     """One line per folder, store and (with their sizes) count of ordinary files, indented by depth."""
-    yield f"{store.display_name}  (a share: stores among ordinary files)"
+    yield f"{share.display_name}  (a share: stores among ordinary files)"
     with ThreadPoolExecutor(max_workers=max(1, concurrency), thread_name_prefix="zarrfs-tree") as pool:
-        yield from _folder_lines(store, "", store.list_entries(""), 1, depth, pool)
+        yield from _folder_lines(share.store, "", share.listing(""), 1, depth, pool)  # the root as opening listed it
 
 
 def _folder_lines(store: Store, key: str, listing: list[Listed], level: int, depth: int | None,
