@@ -17,11 +17,20 @@ import zarr
 from remoteutil import RangeHandler, http_server
 from zarr.codecs import BytesCodec, ShardingCodec, ZstdCodec
 
+from zarrfs.engine.cache import ChunkCache
 from zarrfs.engine.engine import Engine
+from zarrfs.engine.readahead import ReadStream
+from zarrfs.engine.shard_spans import AHEAD_SHARE, SPAN_SHARE, Share, ShardSpans
 from zarrfs.errors import ZarrfsError
 from zarrfs.options import EngineOptions
 
 SHAPE, SHARDS, CHUNKS = (512, 512), (256, 256), (64, 64)  # 4 shards of 4 x 4 inner chunks
+
+# A stream's next shard row fetched ahead of its decodes (ShardSpans.fetch_ahead): 4 shard rows of
+# 2 shards, each 1 MiB decoded and 41 kB stored; with a 6 MiB cache readahead decodes in batches of
+# two bands (1 MiB of the array) and a span may be 384 KiB.
+ROWS_SHAPE, ROWS_SHARDS, ROWS_CHUNKS, ROWS_CACHE = (2048, 1024), (512, 512), (128, 128), 6 << 20
+ROW_BYTES = 512 * 1024 * 4  # one shard row of the array
 
 
 class RecordingHandler(RangeHandler):
@@ -75,6 +84,16 @@ def shard_requests(ranges: list[tuple[str, str]]) -> dict[str, list[str]]:
     for path, spec in ranges:
         asked.setdefault(path, []).append(spec)
     return asked
+
+
+def stream_read(reader, start: int, stop: int, stream: ReadStream, size: int = 128 << 10) -> bytes:
+    """[start, stop) read as `dd` through FUSE reads it: in order, `size` bytes at a time, one stream."""
+    out = np.empty(size, np.uint8)
+    pieces = []
+    for offset in range(start, stop, size):
+        got = reader.read_into(offset, min(stop, offset + size), out, stream)
+        pieces.append(out[:got].tobytes())
+    return b"".join(pieces)
 
 
 def zarr_read(root: Path, name: str) -> np.ndarray:
@@ -146,10 +165,11 @@ def test_an_index_at_the_shard_start_comes_with_the_whole_shard(index_at_start: 
             opened.close()
 
 
-def written(root: Path, name: str, truth: np.ndarray) -> None:
+def written(root: Path, name: str, truth: np.ndarray, shards: tuple[int, ...] = SHARDS,
+            chunks: tuple[int, ...] = CHUNKS) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        array = zarr.create_array(str(root / name), shape=truth.shape, shards=SHARDS, chunks=CHUNKS,
+        array = zarr.create_array(str(root / name), shape=truth.shape, shards=shards, chunks=chunks,
                                   dtype="<f4", compressors=[ZstdCodec(level=1)])
         array[...] = truth
 
@@ -176,18 +196,22 @@ def test_shards_decoded_larger_than_a_span_may_be_come_whole_when_the_first_one_
             opened.close()
 
 
-def test_shards_larger_than_a_span_may_be_are_never_asked_whole(tmp_path: Path) -> None:
-    shape = (512, 1024)  # 8 shards of 256 KiB of noise, 234 kB stored: larger than the limit (3 MiB / 16)
-    written(tmp_path, "n.zarr", np.random.default_rng(5).random(shape, dtype=np.float32))
+@pytest.mark.parametrize("streamed", [False, True], ids=["read-whole", "streamed"])
+def test_shards_larger_than_a_span_may_be_are_never_asked_whole(tmp_path: Path, streamed: bool) -> None:
+    # 8 shards of 256 KiB of noise, 234 kB stored: larger than the limit (3 MiB / 16); streamed (a
+    # stream readahead decodes in batches of two bands, ROWS_*), 8 of 1 MiB, 1 MiB stored (over 384 KiB)
+    shape, cache = (ROWS_SHAPE, ROWS_CACHE) if streamed else ((512, 1024), 3 << 20)
+    written(tmp_path, "n.zarr", np.random.default_rng(5).random(shape, dtype=np.float32),
+            *((ROWS_SHARDS, ROWS_CHUNKS) if streamed else (SHARDS, CHUNKS)))
     RecordingHandler.ranges = []
     with http_server(tmp_path, RecordingHandler) as server:
-        opened = Engine.open(f"{server.url}/n.zarr", options=EngineOptions(cache_bytes=3 << 20))
+        opened = Engine.open(f"{server.url}/n.zarr", options=EngineOptions(cache_bytes=cache))
         try:
             reader = opened.reader("")
-            got = np.frombuffer(reader.read(0, reader.nbytes), "<f4").reshape(shape)
-            assert np.array_equal(got, zarr_read(tmp_path, "n.zarr"))
+            got = stream_read(reader, 0, reader.nbytes, ReadStream()) if streamed else reader.read(0, reader.nbytes)
+            assert np.array_equal(np.frombuffer(got, "<f4").reshape(shape), zarr_read(tmp_path, "n.zarr"))
             specs = [spec for _, spec in RecordingHandler.ranges]
-            assert f"bytes=0-{(3 << 20) // 16}" not in specs
+            assert f"bytes=0-{cache // 16}" not in specs  # neither fetched whole nor ahead
             assert sum(spec.startswith("bytes=-") for spec in specs) == 8  # each index read alone
             assert opened.store.bytes_fetched == stored_bytes(tmp_path)  # every stored byte once
         finally:
@@ -296,3 +320,75 @@ def test_a_truncated_shard_fetched_whole_fails_the_read_naming_its_index(stored,
                 reader.read(0, 64 * SHAPE[1] * 4)
         finally:
             opened.close()
+
+
+class RowHandler(RecordingHandler):
+    """Also tells, by `row_asked`, when both shards of the second shard row were asked for whole."""
+
+    row_asked = threading.Event()
+
+    def send_head(self):  # type: ignore[no-untyped-def]
+        answer = super().send_head()
+        with self.lock:
+            if sum("/c/1/" in path and spec == f"bytes=0-{ROWS_CACHE // 16}" for path, spec in self.ranges) == 2:
+                RowHandler.row_asked.set()
+        return answer
+
+
+def test_a_stream_fetches_the_next_shard_row_whole_before_reading_it(tmp_path: Path) -> None:
+    truth = (np.arange(np.prod(ROWS_SHAPE)) % 997).astype("<f4").reshape(ROWS_SHAPE)
+    written(tmp_path, "r.zarr", truth, ROWS_SHARDS, ROWS_CHUNKS)
+    RecordingHandler.ranges = []
+    RowHandler.row_asked = threading.Event()
+    with http_server(tmp_path, RowHandler) as server:
+        opened = Engine.open(f"{server.url}/r.zarr", options=EngineOptions(cache_bytes=ROWS_CACHE))
+        try:
+            reader = opened.reader("")
+            stream = ReadStream()
+            # Half the first shard row: readahead decodes its second half, and the row after it is
+            # fetched meanwhile (decoded readahead alone asks for it only past 1.25 MiB).
+            assert stream_read(reader, 0, ROW_BYTES // 2, stream) == truth[:256].tobytes()
+            assert RowHandler.row_asked.wait(30), RecordingHandler.ranges
+            rest = stream_read(reader, ROW_BYTES // 2, reader.nbytes, stream)
+            assert np.frombuffer(rest, "<f4").tolist() == truth[256:].ravel().tolist()
+            assert np.array_equal(zarr_read(tmp_path, "r.zarr"), truth)  # the oracle agrees
+            asked = shard_requests(RecordingHandler.ranges)
+            # One request per shard (the first one: its index alone, then its span); no range again.
+            assert {path: len(specs) for path, specs in asked.items()} == {
+                f"/r.zarr/c/{row}/{column}": 2 if (row, column) == (0, 0) else 1
+                for row in range(4) for column in range(2)}
+            assert opened.store.bytes_fetched == stored_bytes(tmp_path)  # every stored byte once
+        finally:
+            opened.close()
+
+
+class HeldFetches:
+    """What ShardSpans asks of RangeFetches to fetch ahead: here the fetches wait until a test runs them."""
+
+    def __init__(self) -> None:
+        self.started: list = []
+
+    def ahead(self, fetch) -> bool:  # type: ignore[no-untyped-def]
+        self.started.append(fetch)
+        return True
+
+
+def test_fetches_ahead_start_only_while_they_fit_their_share_of_the_budget() -> None:
+    cache = ChunkCache(64 << 20, 2)
+    fetches = HeldFetches()
+    spans = ShardSpans(cache, fetches, enabled=True)  # type: ignore[arg-type]
+    limit = (64 << 20) // SPAN_SHARE
+    whole = Share(wanted=16, per_shard=16, decoded_nbytes=1 << 20, index_nbytes=260)  # surely within the limit
+    ran: list[int] = []
+    for n in range(12):
+        spans.fetch_ahead((n, 0), whole, lambda n=n: ran.append(n))
+    spans.fetch_ahead((0, 0), whole, lambda: ran.append(-1))  # queued or started already: not again
+    spans.fetch_ahead((20, 0), Share(3, 16, 1 << 20, 260), lambda: ran.append(20))  # under a quarter: never
+    room = (64 << 20) // AHEAD_SHARE // limit
+    assert len(fetches.started) == room < 12
+    fetches.started.pop(0)()  # one ends: the next queued starts in its room
+    assert ran == [0] and len(fetches.started) == room
+    while fetches.started:
+        fetches.started.pop(0)()
+    assert ran == list(range(12))
+    cache.close()

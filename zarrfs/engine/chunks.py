@@ -12,6 +12,7 @@ GET. `group(coords)` says which units may share such a call (None: none).
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import os
@@ -59,6 +60,8 @@ class ChunkSource(Protocol):
     def group(self, coords: Coords) -> Hashable | None: ...
 
     def load_many(self, coords: list[Coords]) -> Iterator[tuple[Coords, Outcome]]: ...
+
+    def fetch_ahead(self, coords: list[Coords]) -> None: ...
 
     def raw_file(self, coords: Coords) -> str | None: ...
 
@@ -169,6 +172,9 @@ class PlainChunkSource:
     def group(self, coords: Coords) -> Hashable | None:
         return None  # one object per chunk: nothing to share
 
+    def fetch_ahead(self, coords: list[Coords]) -> None:
+        return None  # a chunk's object is fetched by its load, decoded as soon as it comes
+
     def load_many(self, coords: list[Coords]) -> Iterator[tuple[Coords, Outcome]]:
         for one in coords:
             try:
@@ -262,6 +268,18 @@ class ShardedChunkSource:
             return outcome
         raise AssertionError("load_many yields one outcome per unit")
 
+    def fetch_ahead(self, coords: list[Coords]) -> None:
+        """A sequential stream will decode `coords` next: the shards it wants a quarter of or more
+        are fetched whole ahead of their decodes, when that fits (shard_spans.py)."""
+        by_shard: dict[Coords, int] = {}
+        for one in coords:
+            shard = self._shard(one)
+            by_shard[shard] = by_shard.get(shard, 0) + 1
+        for shard, wanted in by_shard.items():
+            shape = self.meta.grid.stored_shape(shard)
+            self._spans.fetch_ahead(shard, self._share(shape, wanted),
+                                    functools.partial(self._index, self.meta.chunk_key(shard), shard, shape, wanted))
+
     def load_many(self, coords: list[Coords]) -> Iterator[tuple[Coords, Outcome]]:
         """Inner chunks of any shards; those of one shard that sit together come in one request."""
         by_shard: dict[Coords, list[Coords]] = {}
@@ -285,8 +303,7 @@ class ShardedChunkSource:
         key = self.meta.chunk_key(shard)
         shard_shape = self.meta.grid.stored_shape(shard)
         try:
-            index = self.cache.get((self._index_key_prefix, shard),
-                                   lambda _: self._load_index(key, shard, shard_shape, len(coords)))
+            index = self._index(key, shard, shard_shape, len(coords))
         except ZarrfsError as exc:
             error = _located(self.store, self.meta, f"{key} (shard index)", exc)
             yield from ((one, error) for one in coords)
@@ -385,16 +402,25 @@ class ShardedChunkSource:
     def _error(self, key: str, coords: Coords, exc: ZarrfsError) -> ZarrfsError:
         return _located(self.store, self.meta, f"{key} inner {list(coords)}", exc)
 
+    def _index(self, key: str, shard: Coords, shard_shape: tuple[int, ...], wanted: int) -> np.ndarray | None:
+        """The shard's index, cached, loaded (`_load_index`) on a miss."""
+        return self.cache.get((self._index_key_prefix, shard),
+                              lambda _: self._load_index(key, shard, shard_shape, wanted))
+
     def _load_index(self, key: str, shard: Coords, shard_shape: tuple[int, ...], wanted: int) -> np.ndarray | None:
         """The shard's index: from the whole shard when a load wanting `wanted` of its inner chunks
         fetches it in one request (shard_spans.py), else read alone."""
         start, stop = self.sharding.index_range(shard_shape)
-        share = Share(wanted, math.prod(self.sharding.chunks_per_shard(shard_shape)),
-                      math.prod(shard_shape) * self.meta.dtype.itemsize, stop - start)
         return self._spans.shard_index(
-            key, shard, share, lambda: self._read_index(key, shard_shape),
+            key, shard, self._share(shard_shape, wanted), lambda: self._read_index(key, shard_shape),
             lambda data: self.sharding.parse_index((data[start:] if start < 0 else data[start:stop]).tobytes(),
                                                    shard_shape, len(data)))
+
+    def _share(self, shard_shape: tuple[int, ...], wanted: int) -> Share:
+        """What a load of `wanted` inner chunks wants of a shard of `shard_shape`."""
+        start, stop = self.sharding.index_range(shard_shape)
+        return Share(wanted, math.prod(self.sharding.chunks_per_shard(shard_shape)),
+                     math.prod(shard_shape) * self.meta.dtype.itemsize, stop - start)
 
     def _read_index(self, key: str, shard_shape: tuple[int, ...]) -> np.ndarray | None:
         start, stop = self.sharding.index_range(shard_shape)

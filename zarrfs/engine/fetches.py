@@ -15,13 +15,13 @@ itself.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from itertools import islice
 
 from ..errors import StoreError, ZarrfsError
 from ..stores.store import Store
-from .pool import DEMAND, PriorityPool, Task
+from .pool import DEMAND, PREFETCH, PriorityPool, Task
 
 # Ranges of one load task in flight at once, the one being decoded included: with runs of at
 # most COALESCE_MAX (chunks.py) a task holds at most this many of them.
@@ -67,6 +67,15 @@ class RangeFetches:
             for later in islice(upcoming, 1):
                 pending.append((later, *self._submit(key, *later)))
             yield fetched
+
+    def ahead(self, fetch: Callable[[], None]) -> bool:
+        """Run `fetch` (bytes no load waits for yet: a shard fetched whole ahead of its decodes,
+        shard_spans.py) on the fetch threads, after the fetches loads wait for. False on a local
+        store, where nothing is worth fetching ahead (and nothing runs)."""
+        if self._pool is None:
+            return False
+        self._pool.submit(Task(fetch), PREFETCH)
+        return True
 
     def close(self) -> None:
         if self._pool is not None:

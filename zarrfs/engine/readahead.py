@@ -204,6 +204,15 @@ class Readahead:
         first, last, _ = element_range(*ahead, self.itemsize)
         return chunks_of_elements(self.grid, first, last)
 
+    def fetch_ahead(self, stream: ReadStream) -> list[Coords]:
+        """After `track` loaded ahead: the chunks of the batch after the one it loaded (a sharded
+        array's, `_step`), whose stored bytes the source may fetch without decoding them yet
+        (chunks.py `fetch_ahead`): over a network, their fetch then overlaps this batch's decodes.
+        Empty for arrays read in quarter windows."""
+        if not self.step:
+            return []
+        return self.chunks_between(stream.prefetched_until, min(self.nbytes, stream.prefetched_until + self.step))
+
     def _ahead(self, stream: ReadStream, stop: int) -> tuple[int, int] | None:
         """The bytes `track` loads ahead of a sequential stream once its reads reached `stop`: None
         while they are too few. It tops up in batches, not one chunk per read: whole groups of bands

@@ -161,6 +161,7 @@ class ArrayReader:
             taken = len(values) + len(pending)  # the cache takes keys in order until it has no room
             if taken < len(ahead):
                 self.readahead.refused(stream, ahead[taken])
+            self.source.fetch_ahead(self.readahead.fetch_ahead(stream))
         if stream.sequential:  # random reads (every pread) skip this
             behind = self.readahead.passed(stream, start)
             if behind:

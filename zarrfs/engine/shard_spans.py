@@ -29,6 +29,21 @@ the limit, so a store whose shards exceed the limit asks nothing it does not
 use. (A shard too large after others fitted wastes one request per load
 asking at that moment.)
 
+A sequential stream also has the shards of its next readahead batch fetched
+whole ahead of their decodes (`fetch_ahead`, from readahead.py's
+`fetch_ahead`): a shard row's decodes then overlap the next row's fetch
+instead of waiting for it (the 1 GiB benchmark store over HTTP: each row's
+116 MB came in ~0.15 s, then the link stood idle for the ~0.6 s of the row's
+decodes, 4 requests in flight at most). Only shards known to fit the limit
+are fetched ahead, and only while the spans held (fetched, with inner chunks
+left to decode) and those being fetched ahead take at most 1/AHEAD_SHARE of
+the budget; the rest wait in a short queue and start as held shards finish.
+So the next row's fetch starts when this row's last batch is asked for, and
+comes while that batch decodes. The spans are cache entries like any other,
+so the budget holds whatever this asks; what it risks is only a span evicted
+before its shard is done (its chunks then read their own ranges), and the
+passed bands, demoted, go before any span.
+
 Only the cache holds a span (this module keeps a weak reference), so its
 memory stays within the budget; a span the cache evicted before its shard
 was done leaves the shard's other inner chunks to their own ranges. Spans
@@ -38,9 +53,10 @@ larger than a share of the budget are never fetched (`SPAN_SHARE`,
 
 from __future__ import annotations
 
+import functools
 import threading
 import weakref
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 
@@ -69,6 +85,13 @@ SPAN_MAX = 64 << 20
 # Shards read whole remembered at once (a sequential stream reads one shard row at a time); past
 # it the oldest is forgotten, and its span ages out of the cache.
 TRACKED_SHARDS = 64
+# Spans held and being fetched ahead take at most 1/AHEAD_SHARE of the budget before another shard is
+# fetched ahead: two rows of the benchmark's shards at the default 512M (the row decoding, 4 x 29 MB,
+# and the next, 4 x 32 MiB limits while they come). At 1/4 the next row waited for this row's last
+# batch to decode, and the link stood idle meanwhile.
+AHEAD_SHARE = 2
+# Shards waiting to be fetched ahead, at most (the oldest are forgotten: their loads fetch them).
+AHEAD_QUEUE = 16
 # Shards of an array are fetched whole when the first one read fits 7/8 of the limit: the others
 # may be somewhat larger (less compressible data).
 FIT_MARGIN = (8, 7)
@@ -111,6 +134,9 @@ class ShardSpans:
         self._shards_fit: bool | None = None
         self._learning = False  # a load is reading the first index
         self._learned = threading.Event()
+        # Shards to fetch whole ahead of their decodes, and those being fetched so.
+        self._ahead: deque[tuple[Coords, Callable[[], object]]] = deque(maxlen=AHEAD_QUEUE)
+        self._fetching_ahead: set[Coords] = set()
 
     def shard_index(self, key: str, shard: Coords, share: Share, read_index: ReadIndex,
                     parse_index: ParseIndex) -> np.ndarray | None:
@@ -194,6 +220,48 @@ class ShardSpans:
         self._hold(shard, _Held(start, weakref.ref(span), {int(i) for i in stored}, span_key))
         return start, memoryview(span)
 
+    def fetch_ahead(self, shard: Coords, share: Share, fetch: Callable[[], object]) -> None:
+        """A stream will soon decode `share` of `shard`: `fetch()` (its index by `shard_index`,
+        the shard fetched whole) runs on a fetch thread once the spans held leave room; only for a
+        shard known to fit the limit, not held already, when the share would read it whole."""
+        if not self.enabled or SPAN_FROM * share.wanted < share.per_shard:
+            return
+        if not (self._shards_fit or (self._shards_fit is None and _surely_within(share, self._limit()))):
+            return
+        with self._lock:
+            if shard in self._held or shard in self._fetching_ahead or any(q == shard for q, _ in self._ahead):
+                return
+            self._ahead.append((shard, fetch))
+        self._start_ahead()
+
+    def _start_ahead(self) -> None:
+        """Start the queued fetches ahead that fit beside the spans held (see AHEAD_SHARE)."""
+        limit = self._limit()
+        while True:
+            with self._lock:
+                alive = sum(span.nbytes for held in self._held.values() if (span := held.span()) is not None)
+                fetching = len(self._fetching_ahead) * limit
+                if not self._ahead or alive + fetching + limit > self.cache.budget_bytes // AHEAD_SHARE:
+                    return
+                shard, fetch = self._ahead.popleft()
+                if shard in self._held:
+                    continue
+                self._fetching_ahead.add(shard)
+            if not self.fetches.ahead(functools.partial(self._run_ahead, shard, fetch)):
+                with self._lock:
+                    self._fetching_ahead.discard(shard)
+                return
+
+    def _run_ahead(self, shard: Coords, fetch: Callable[[], object]) -> None:
+        try:
+            fetch()
+        except Exception:  # noqa: BLE001 - nothing waits for this fetch to report it
+            pass  # not cached: the loads that need the shard fetch it again, and report what fails
+        finally:
+            with self._lock:
+                self._fetching_ahead.discard(shard)
+        self._start_ahead()
+
     def _limit(self) -> int:
         return min(SPAN_MAX, self.cache.budget_bytes // SPAN_SHARE)
 
@@ -214,6 +282,7 @@ class ShardSpans:
                 return
             del self._held[shard]
         self.cache.demote([held.key])
+        self._start_ahead()  # the shard's span left room
 
     def _fetch_whole(self, key: str, limit: int) -> np.ndarray | None:
         data = self.fetches.store.get_range(key, 0, limit + 1)

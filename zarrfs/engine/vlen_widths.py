@@ -77,6 +77,9 @@ class FixedWidthSource:
     def group(self, coords: Coords) -> Hashable | None:
         return self.inner.group(coords)
 
+    def fetch_ahead(self, coords: list[Coords]) -> None:
+        self.inner.fetch_ahead(coords)
+
     def raw_file(self, coords: Coords) -> str | None:
         return None
 
