@@ -70,6 +70,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..byte_ranges import ByteRequest, OffsetRequest, RangeRequest
 from ..options import DiskCacheOptions
 
 log = logging.getLogger(__name__)
@@ -138,6 +139,19 @@ class DiskCacheStats:
             return dict(self.values)
 
 
+def _recorded_range(byte_range: ByteRequest | None) -> tuple[int | None, int | None]:
+    """The (start, stop) an entry's name and header record for a byte range: the layout's own encoding,
+    kept so that the entries earlier daemons wrote stay found (a whole object (None, None), a suffix
+    (-length, 0), an offset (start, None))."""
+    if byte_range is None:
+        return None, None
+    if isinstance(byte_range, RangeRequest):
+        return byte_range.start, byte_range.end
+    if isinstance(byte_range, OffsetRequest):
+        return byte_range.start, None
+    return -byte_range.length, 0
+
+
 def is_metadata(key: str) -> bool:
     return key.rpartition("/")[2] in METADATA_NAMES
 
@@ -175,13 +189,15 @@ class DiskCache:
 
     # ----------------------------------------------------------------- reads
 
-    def get(self, key: str, start: int | None, stop: int | None, fetch: Fetch) -> bytes | bytearray | None:
-        """The bytes of `key` [start, stop) (None: no such key), from disk when a valid copy is there."""
-        return self.get_fetched(key, start, stop, fetch).data
+    def get(self, key: str, byte_range: ByteRequest | None, fetch: Fetch) -> bytes | bytearray | None:
+        """The bytes of `key` that `byte_range` asks for (None: all of it), or None for no such key, from
+        disk when a valid copy is there."""
+        return self.get_fetched(key, byte_range, fetch).data
 
-    def get_fetched(self, key: str, start: int | None, stop: int | None, fetch: Fetch) -> Fetched:
+    def get_fetched(self, key: str, byte_range: ByteRequest | None, fetch: Fetch) -> Fetched:
         """As `get`, with the validators of the version the bytes are (what an open file checks a
         chunk by: stores/store.py `Versioned`)."""
+        start, stop = _recorded_range(byte_range)
         name = self._name(key, start, stop)
         entry = self._load(name, key, start, stop)
         if entry is not None and not self._stale(entry, key):
@@ -199,9 +215,9 @@ class DiskCache:
         self._store(name, key, start, stop, fetched.data, fetched.validators)
         return fetched
 
-    def get_run(self, key: str, start: int, stop: int, pieces: list[tuple[int, int]],
+    def get_run(self, key: str, span: RangeRequest, pieces: list[tuple[int, int]],
                 fetch: Fetch) -> bytes | bytearray | None:
-        """Bytes [start, stop) of `key`, fetched as one request but kept as `pieces`, the ranges in
+        """The bytes `span` asks for of `key`, fetched as one request but kept as `pieces`, the ranges in
         it a reader uses (a shard's inner chunks), one entry each.
 
         A run is what one batch of loads wanted together, and batches form by
@@ -210,6 +226,7 @@ class DiskCache:
         disk when every piece is there (bytes between pieces, which no reader
         uses, are zeros then); one missing or stale piece fetches the run.
         """
+        start, stop = span.start, span.end
         kept: list[bytes | bytearray] = []
         for first, last in pieces:
             entry = self._load(self._name(key, first, last), key, first, last)

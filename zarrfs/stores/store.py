@@ -31,6 +31,7 @@ from fsspec.asyn import AsyncFileSystem, sync
 from fsspec.core import url_to_fs
 from fsspec.implementations.local import LocalFileSystem
 
+from ..byte_ranges import ByteRequest, OffsetRequest, RangeRequest
 from ..errors import NotZarrError, StoreError
 from ..options import MAX_BACKOFF, StoreOptions
 from . import http_listing
@@ -235,6 +236,17 @@ async def _s3_get(fs: Any, path: str) -> Versioned:
     modified_ns = int(modified.timestamp()) * 1_000_000_000 if isinstance(modified, datetime.datetime) else None
     date = ((response.get("ResponseMetadata") or {}).get("HTTPHeaders") or {}).get("date")
     return _remote_versioned(data, str(etag) if etag else None, modified_ns, date, time.time_ns())
+
+
+def _fsspec_bounds(byte_range: ByteRequest | None) -> tuple[int | None, int | None]:
+    """(start, end) as fsspec's `cat_file` takes them: a suffix is a negative start with no end."""
+    if byte_range is None:
+        return None, None
+    if isinstance(byte_range, RangeRequest):
+        return byte_range.start, byte_range.end
+    if isinstance(byte_range, OffsetRequest):
+        return byte_range.start, None
+    return -byte_range.length, None
 
 
 def _http_version(validators: dict[str, str]) -> str | None:
@@ -486,7 +498,7 @@ class Store:
 
     def get(self, key: str) -> bytes | bytearray | None:
         """The whole value of `key`, or None if it does not exist."""
-        return self._read(key, None, None)
+        return self._read(key, None)
 
     def get_versioned(self, key: str) -> Versioned:
         """The whole value of `key` and the version it is (`Versioned`), from the one answer that
@@ -497,8 +509,7 @@ class Store:
             if local is not None:
                 return self._call(what, _read_local, local)
             if self.disk_cache is not None:
-                fetched = self.disk_cache.get_fetched(key, None, None,
-                                                      lambda validators: self._fetch(key, None, None, validators))
+                fetched = self.disk_cache.get_fetched(key, None, lambda validators: self._fetch(key, None, validators))
                 return Versioned(fetched.data, ABSENT if fetched.data is None else _http_version(fetched.validators))
             if self._http is not None:
                 data, got = self._call(what, "fetch", self._path(key))
@@ -511,29 +522,27 @@ class Store:
         data = self.get(key)
         return Versioned(data, ABSENT if data is None else None)
 
-    def get_range(self, key: str, start: int, stop: int) -> bytes | bytearray | None:
-        """Bytes [start, stop) of `key`; negative `start` counts from the end."""
-        return self._read(key, start, stop)
+    def get_range(self, key: str, byte_range: ByteRequest) -> bytes | bytearray | None:
+        """The bytes of `key` that `byte_range` asks for (fewer past its end), or None if it does not exist."""
+        return self._read(key, byte_range)
 
-    def get_run(self, key: str, start: int, stop: int, pieces: list[tuple[int, int]]) -> bytes | bytearray | None:
-        """Bytes [start, stop) of `key` in one request, as `get_range`; `pieces` are the ranges in it the
-        reader uses (a shard's inner chunks), which the disk cache keeps one by one."""
+    def get_run(self, key: str, span: RangeRequest, pieces: list[tuple[int, int]]) -> bytes | bytearray | None:
+        """The bytes `span` asks for of `key` in one request, as `get_range`; `pieces` are the ranges
+        [start, end) in it the reader uses (a shard's inner chunks), which the disk cache keeps one by one."""
         if self.disk_cache is None:
-            return self._read(key, start, stop)
-        return self.disk_cache.get_run(key, start, stop, pieces,
-                                       lambda validators: self._fetch(key, start, stop, validators))
+            return self._read(key, span)
+        return self.disk_cache.get_run(key, span, pieces, lambda validators: self._fetch(key, span, validators))
 
-    def _read(self, key: str, start: int | None, stop: int | None) -> bytes | bytearray | None:
+    def _read(self, key: str, byte_range: ByteRequest | None) -> bytes | bytearray | None:
         if self.disk_cache is None:
-            return self._fetch(key, start, stop, None).data
-        return self.disk_cache.get(key, start, stop, lambda validators: self._fetch(key, start, stop, validators))
+            return self._fetch(key, byte_range, None).data
+        return self.disk_cache.get(key, byte_range, lambda validators: self._fetch(key, byte_range, validators))
 
-    def _fetch(self, key: str, start: int | None, stop: int | None,
-               validators: dict[str, str] | None) -> Fetched:
-        """`key` (bytes [start, stop) unless both are None) from the store, with its validators when the
-        store tells them; given `validators` of a kept copy, `unchanged` when that copy is current."""
-        what = f"reading {key!r}" if start is None else f"reading {key!r} [{start}:{stop}]"
-        end = stop if stop else None
+    def _fetch(self, key: str, byte_range: ByteRequest | None, validators: dict[str, str] | None) -> Fetched:
+        """`key` (the bytes `byte_range` asks for; None: all of it) from the store, with its validators
+        when the store tells them; given `validators` of a kept copy, `unchanged` when that copy is current."""
+        what = f"reading {key!r}" if byte_range is None else f"reading {key!r} {byte_range}"
+        start, end = _fsspec_bounds(byte_range)
         try:
             if self._http is not None and self.disk_cache is not None:
                 data, got = self._call(what, "fetch", self._path(key), start=start, end=end, validators=validators)
@@ -543,14 +552,15 @@ class Store:
                 got = self._version(key, validators) if validators is not None else {}
                 if validators and got and got == validators:
                     return Fetched(None, got, unchanged=True)
-                data = self._call(what, "cat_file", self._path(key), start=start, end=end) if start is not None \
-                    else self._call(what, "cat_file", self._path(key))
+                data = self._call(what, "cat_file", self._path(key), start=start, end=end) \
+                    if byte_range is not None else self._call(what, "cat_file", self._path(key))
         except _MISSING:
             return Fetched(None)
-        if start is not None and stop is not None and len(data) > stop - start:
+        nbytes = None if byte_range is None else byte_range.nbytes
+        if byte_range is not None and nbytes is not None and len(data) > nbytes:
             # The server ignored the Range header (python -m http.server does) and sent the whole object.
-            # (stop 0 with a negative start: the last -start bytes.)
-            data = data[start:stop] if stop else data[start:]
+            # (An offset's length is the object's to tell: an answer to one is taken as it comes.)
+            data = data[byte_range.within(len(data))]
         return Fetched(data, got)
 
     def _version(self, key: str, validators: dict[str, str]) -> dict[str, str]:
