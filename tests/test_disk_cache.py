@@ -472,7 +472,7 @@ def test_entries_under_way_when_the_mount_ends_are_finished_or_discarded_in_time
 
         closer = threading.Thread(target=close)
         closer.start()
-        assert wait_until(lambda: cache._closed, 10)  # close has begun waiting for the writes under way
+        assert wait_until(lambda: cache.budget.closed, 10)  # close has begun waiting for the writes under way
         assert closer.is_alive() and not at_return  # and does not return while the rename is held
         release.set()
         closer.join(10)
