@@ -24,17 +24,6 @@ class RangeRequest:
         if not 0 <= self.start <= self.end:
             raise ValueError(f"byte range [{self.start}:{self.end}] is not 0 <= start <= end")
 
-    @property
-    def nbytes(self) -> int | None:
-        return self.end - self.start
-
-    def within(self, size: int) -> slice:
-        """Where these bytes lie in the whole object of `size` bytes: `whole[request.within(len(whole))]`."""
-        return slice(min(self.start, size), min(self.end, size))
-
-    def __str__(self) -> str:
-        return f"[{self.start}:{self.end}]"
-
 
 @dataclass(frozen=True)
 class OffsetRequest:
@@ -42,40 +31,30 @@ class OffsetRequest:
 
     start: int
 
-    def __post_init__(self) -> None:
-        if self.start < 0:
-            raise ValueError(f"byte offset {self.start} is negative")
-
-    @property
-    def nbytes(self) -> int | None:
-        return None  # the object's size decides
-
-    def within(self, size: int) -> slice:
-        return slice(min(self.start, size), size)
-
-    def __str__(self) -> str:
-        return f"[{self.start}:]"
-
 
 @dataclass(frozen=True)
 class SuffixRequest:
-    """The last `length` bytes of the object (all of it when it is shorter)."""
+    """The last `length` bytes of the object (all of it when it is shorter): a shard index at the
+    shard's end, whose size is not known before it is read."""
 
     length: int
 
-    def __post_init__(self) -> None:
-        if self.length < 0:
-            raise ValueError(f"byte suffix of {self.length} bytes is negative")
-
-    @property
-    def nbytes(self) -> int | None:
-        return self.length
-
-    def within(self, size: int) -> slice:
-        return slice(max(0, size - self.length), size)  # (not [-length:], which is all of it for 0)
-
-    def __str__(self) -> str:
-        return f"[-{self.length}:]"
-
 
 ByteRequest = RangeRequest | OffsetRequest | SuffixRequest
+
+
+def expected_nbytes(request: ByteRequest) -> int | None:
+    """How many bytes an answer to `request` has at most (None: as many as the object has past the offset)."""
+    return request.end - request.start if isinstance(request, RangeRequest) else \
+        request.length if isinstance(request, SuffixRequest) else None
+
+
+def within(request: ByteRequest, size: int) -> slice:
+    """Where the requested bytes lie in the whole object of `size` bytes: `whole[within(request, len(whole))]`."""
+    match request:
+        case RangeRequest(start, end):
+            return slice(min(start, size), min(end, size))
+        case OffsetRequest(start):
+            return slice(min(start, size), size)
+        case SuffixRequest(length):
+            return slice(max(0, size - length), size)  # (not [-length:], which is all of it for 0)

@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from ..byte_ranges import RangeRequest, SuffixRequest
+from ..byte_ranges import RangeRequest, SuffixRequest, within
 from ..elements.shapes import parse_shape
 from ..errors import ChunkError, MetadataError, UnsupportedError
 from .pipeline import ChunkCodec, V3ChunkCodec, parse_codecs
@@ -116,7 +116,7 @@ class ShardingCodec:
     def decode(self, data: Any, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
         """Decode a whole shard held in memory (used for nested sharding)."""
         data = bytes(data)
-        raw_index = data[self.index_range(shape).within(len(data))]
+        raw_index = data[within(self.index_range(shape), len(data))]
         index = self.parse_index(raw_index, shape, len(data))
         out = np.full(shape, self.fill_value, dtype)
         cps = self.chunks_per_shard(shape)

@@ -23,6 +23,7 @@ from typing import Protocol
 
 import numpy as np
 
+from ..byte_ranges import within
 from ..codecs.sharding import EMPTY, ShardingCodec, sharding_alone
 from ..errors import ChunkError, ZarrfsError
 from ..model.grids import ChunkGrid, refine
@@ -393,7 +394,7 @@ class ShardedChunkSource:
                       math.prod(shard_shape) * self.meta.dtype.itemsize, self.sharding.index_nbytes(shard_shape))
         return self._spans.shard_index(
             key, shard, share, lambda: self._read_index(key, shard_shape),
-            lambda data: self.sharding.parse_index(data[index_at.within(len(data))].tobytes(),
+            lambda data: self.sharding.parse_index(data[within(index_at, len(data))].tobytes(),
                                                    shard_shape, len(data)))
 
     def _read_index(self, key: str, shard_shape: tuple[int, ...]) -> np.ndarray | None:

@@ -17,10 +17,22 @@ from typing import Any, TypeVar
 import fsspec
 from fsspec.asyn import AsyncFileSystem, sync
 
+from ..byte_ranges import ByteRequest, OffsetRequest, RangeRequest
 from . import http_listing
 from .http import HttpReader
 
 T = TypeVar("T")
+
+
+def fsspec_bounds(byte_range: ByteRequest | None) -> tuple[int | None, int | None]:
+    """(start, end) as fsspec's `cat_file` takes them: a suffix is a negative start with no end."""
+    if byte_range is None:
+        return None, None
+    if isinstance(byte_range, RangeRequest):
+        return byte_range.start, byte_range.end
+    if isinstance(byte_range, OffsetRequest):
+        return byte_range.start, None
+    return -byte_range.length, None
 
 
 class FsBackend:

@@ -69,8 +69,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..byte_ranges import ByteRequest, OffsetRequest, RangeRequest
+from ..byte_ranges import ByteRequest, RangeRequest, SuffixRequest
 from ..options import DiskCacheOptions
+from .backends import fsspec_bounds
 from .disk_budget import FULL_PAUSE_SECONDS, DiskBudget, DiskCacheStats, unlink_if_same
 
 log = logging.getLogger(__name__)
@@ -114,13 +115,8 @@ def _recorded_range(byte_range: ByteRequest | None) -> tuple[int | None, int | N
     """The (start, stop) an entry's name and header record for a byte range: the layout's own encoding,
     kept so that the entries earlier daemons wrote stay found (a whole object (None, None), a suffix
     (-length, 0), an offset (start, None))."""
-    if byte_range is None:
-        return None, None
-    if isinstance(byte_range, RangeRequest):
-        return byte_range.start, byte_range.end
-    if isinstance(byte_range, OffsetRequest):
-        return byte_range.start, None
-    return -byte_range.length, 0
+    start, end = fsspec_bounds(byte_range)
+    return (start, 0) if isinstance(byte_range, SuffixRequest) else (start, end)
 
 
 def is_metadata(key: str) -> bool:

@@ -22,10 +22,10 @@ import fsspec
 from fsspec.asyn import AsyncFileSystem
 from fsspec.implementations.local import LocalFileSystem
 
-from ..byte_ranges import ByteRequest, OffsetRequest, RangeRequest
+from ..byte_ranges import ByteRequest, RangeRequest, expected_nbytes, within
 from ..errors import StoreError
 from ..options import StoreOptions
-from .backends import AsyncFsBackend, Backend, FsBackend, HttpBackend
+from .backends import AsyncFsBackend, Backend, FsBackend, HttpBackend, fsspec_bounds
 from .disk_cache import DiskCache, Fetched
 from .guarded_references import GuardedReferenceFileSystem
 from .http import HttpReader
@@ -36,17 +36,6 @@ from .trust import Refusal
 from .versioned import ABSENT, Versioned, http_version, read_local, remote_versioned, s3_get
 
 __all__ = ["ABSENT", "Listed", "Store", "Versioned"]
-
-
-def _fsspec_bounds(byte_range: ByteRequest | None) -> tuple[int | None, int | None]:
-    """(start, end) as fsspec's `cat_file` takes them: a suffix is a negative start with no end."""
-    if byte_range is None:
-        return None, None
-    if isinstance(byte_range, RangeRequest):
-        return byte_range.start, byte_range.end
-    if isinstance(byte_range, OffsetRequest):
-        return byte_range.start, None
-    return -byte_range.length, None
 
 
 class Store:
@@ -195,8 +184,8 @@ class Store:
     def _fetch(self, key: str, byte_range: ByteRequest | None, validators: dict[str, str] | None) -> Fetched:
         """`key` (the bytes `byte_range` asks for; None: all of it) from the store, with its validators
         when the store tells them; given `validators` of a kept copy, `unchanged` when that copy is current."""
-        what = f"reading {key!r}" if byte_range is None else f"reading {key!r} {byte_range}"
-        start, end = _fsspec_bounds(byte_range)
+        start, end = fsspec_bounds(byte_range)
+        what = f"reading {key!r}" if byte_range is None else f"reading {key!r} [{start}:{'' if end is None else end}]"
         backend, path = self._backend, self._path(key)
         try:
             if isinstance(backend, HttpBackend) and self.disk_cache is not None:
@@ -210,11 +199,11 @@ class Store:
                 data = self._requests.call(what, lambda: backend.cat_file(path, start, end))
         except MISSING:
             return Fetched(None)
-        nbytes = None if byte_range is None else byte_range.nbytes
+        nbytes = None if byte_range is None else expected_nbytes(byte_range)
         if byte_range is not None and nbytes is not None and len(data) > nbytes:
             # The server ignored the Range header (python -m http.server does) and sent the whole object.
             # (An offset's length is the object's to tell: an answer to one is taken as it comes.)
-            data = data[byte_range.within(len(data))]
+            data = data[within(byte_range, len(data))]
         return Fetched(data, got)
 
     def _version(self, key: str, validators: dict[str, str]) -> dict[str, str]:
