@@ -23,8 +23,8 @@ import zarrfs
 PACKAGE = Path(zarrfs.__file__).parent
 
 # Modules at the package root, by layer: its face (`api`, `zarrfs.mounted`) and the cross-cutting
-# modules. `vocabulary`: errors, options, versions, extensions, byte_ranges and single_flight, which import nothing of zarrfs
-# but each other: any layer may use them.
+# modules. `vocabulary`: errors, options, versions, extensions, byte_ranges and single_flight, which
+# import nothing of zarrfs but each other: any layer may use them.
 ROOT_MODULES = {
     "errors": "vocabulary",
     "options": "vocabulary",
