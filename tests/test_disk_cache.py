@@ -30,6 +30,7 @@ import zarr
 
 from mountutil import mounted_many, wait_until
 from remoteutil import fault_proxy, http_server, remote_mount
+from zarrfs.byte_ranges import OffsetRequest, RangeRequest, SuffixRequest
 from zarrfs.options import DiskCacheOptions
 from zarrfs.stores import disk_cache
 from zarrfs.stores.disk_cache import DiskCache, Fetched, entry_is_whole, read_entry
@@ -297,27 +298,44 @@ def test_two_stores_never_share_an_entry(tmp_path: Path) -> None:
     options = DiskCacheOptions(str(tmp_path / "dc"), 64 << 20)
     first, second = DiskCache(options, "http://a/x.zarr"), DiskCache(options, "http://b/x.zarr")
     calls: list = []
-    assert first.get("c/0", None, None, fetcher([Fetched(b"from a")], calls)) == b"from a"
-    assert second.get("c/0", None, None, fetcher([Fetched(b"from b")], calls)) == b"from b"
-    assert first.get("c/0", None, None, fetcher([], calls)) == b"from a"
-    assert second.get("c/0", None, None, fetcher([], calls)) == b"from b"
-    assert first.get("c/0", 0, 2, fetcher([Fetched(b"fr")], calls)) == b"fr"  # a range is its own entry
-    assert len(calls) == 3 and first.get("gone", None, None, fetcher([Fetched(None)], calls)) is None
-    assert first.get("gone", None, None, fetcher([], calls)) is None  # "no such key" is kept too
+    assert first.get("c/0", None, fetcher([Fetched(b"from a")], calls)) == b"from a"
+    assert second.get("c/0", None, fetcher([Fetched(b"from b")], calls)) == b"from b"
+    assert first.get("c/0", None, fetcher([], calls)) == b"from a"
+    assert second.get("c/0", None, fetcher([], calls)) == b"from b"
+    assert first.get("c/0", RangeRequest(0, 2), fetcher([Fetched(b"fr")], calls)) == b"fr"  # a range is its own entry
+    assert len(calls) == 3 and first.get("gone", None, fetcher([Fetched(None)], calls)) is None
+    assert first.get("gone", None, fetcher([], calls)) is None  # "no such key" is kept too
+
+
+def test_entries_keep_the_names_earlier_layouts_gave_them(tmp_path: Path) -> None:
+    """A typed range is named on disk as the sign-coded range was (a suffix (-n, 0), an offset (n, None)):
+    a daemon of this version finds what an earlier one kept."""
+    cache = DiskCache(DiskCacheOptions(str(tmp_path / "dc"), 64 << 20), "http://a/x.zarr")
+    for byte_range, recorded in ((SuffixRequest(8), (-8, 0)), (OffsetRequest(3), (3, None)),
+                                 (RangeRequest(2, 5), (2, 5)), (None, (None, None))):
+        cache.get("c/0", byte_range, lambda _: Fetched(b"kept"))
+        path = cache._path(cache._name("c/0", *recorded))
+        assert entry_is_whole(path)
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            header, _ = read_entry(fd, os.fstat(fd).st_size)
+        finally:
+            os.close(fd)
+        assert header["range"] == list(recorded)
 
 
 def test_metadata_is_revalidated_once_per_mount_without_ttl(tmp_path: Path) -> None:
     options = DiskCacheOptions(str(tmp_path / "dc"), 64 << 20)
     calls: list = []
     earlier = DiskCache(options, "s")
-    earlier.get("zarr.json", 0, 100, fetcher([Fetched(b"{}", {"ETag": '"1"'})], calls))
-    earlier.get("c/0", None, None, fetcher([Fetched(b"chunk")], calls))
+    earlier.get("zarr.json", RangeRequest(0, 100), fetcher([Fetched(b"{}", {"ETag": '"1"'})], calls))
+    earlier.get("c/0", None, fetcher([Fetched(b"chunk")], calls))
     time.sleep(0.01)
     now = DiskCache(options, "s")
     unchanged = fetcher([Fetched(None, {"ETag": '"1"'}, unchanged=True)], calls)
-    assert now.get("zarr.json", 0, 100, unchanged) == b"{}"
-    assert now.get("zarr.json", 0, 100, fetcher([], calls)) == b"{}"
-    assert now.get("c/0", None, None, fetcher([], calls)) == b"chunk"
+    assert now.get("zarr.json", RangeRequest(0, 100), unchanged) == b"{}"
+    assert now.get("zarr.json", RangeRequest(0, 100), fetcher([], calls)) == b"{}"
+    assert now.get("c/0", None, fetcher([], calls)) == b"chunk"
     assert calls == [None, None, {"ETag": '"1"'}]
     assert now.stats.as_dict()["revalidated"] == 1
 
@@ -330,8 +348,8 @@ def test_a_full_disk_stops_caching_and_never_fails_a_read(tmp_path: Path, monkey
 
     monkeypatch.setattr(disk_cache.os, "replace", no_space)
     calls: list = []
-    assert cache.get("c/0", None, None, fetcher([Fetched(b"one"), Fetched(b"one")], calls)) == b"one"
-    assert cache.get("c/0", None, None, fetcher([Fetched(b"one")], calls)) == b"one"
+    assert cache.get("c/0", None, fetcher([Fetched(b"one"), Fetched(b"one")], calls)) == b"one"
+    assert cache.get("c/0", None, fetcher([Fetched(b"one")], calls)) == b"one"
     figures = cache.stats.as_dict()
     assert figures["write_errors"] == 1 and figures["not_stored"] == 1 and figures["misses"] == 2
     assert not list((tmp_path / "dc" / "v1" / "tmp").iterdir())  # the temporary file went too
@@ -346,7 +364,7 @@ def test_the_cap_holds_with_two_writers(tmp_path: Path) -> None:
 
     def write(cache: DiskCache, name: str) -> None:
         for i in range(150):
-            cache.get(f"{name}/{i}", None, None, lambda _: Fetched(payload))
+            cache.get(f"{name}/{i}", None, lambda _: Fetched(payload))
             sizes.append(dir_bytes(tmp_path / "dc"))
 
     writers = [threading.Thread(target=write, args=(c, n)) for c, n in zip(caches, ("a", "b"))]
@@ -370,11 +388,11 @@ def test_writes_while_a_scan_waits_for_the_lock_count_against_the_old_budget(tmp
     with open(tmp_path / "dc" / "v1" / "evict.lock", "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # another daemon's walk, under way
         for i in range(2 * cache.slack // len(payload)):  # twice the budget, while no scan can run
-            cache.get(f"c/{i}", None, None, lambda _: Fetched(payload))
+            cache.get(f"c/{i}", None, lambda _: Fetched(payload))
         stored = cache.stats.as_dict()["bytes_stored"]
     assert 0 < stored <= cache.slack // 2, (stored, cache.slack)
     assert cache.wait_for_scan()  # the lock let go, its scan runs and the budget begins again
-    cache.get("after", None, None, lambda _: Fetched(payload))
+    cache.get("after", None, lambda _: Fetched(payload))
     assert cache.stats.as_dict()["bytes_stored"] == stored + len(payload)
 
 
@@ -404,18 +422,18 @@ def test_a_run_is_kept_piece_by_piece(tmp_path: Path) -> None:
     cache = DiskCache(DiskCacheOptions(str(tmp_path / "dc"), 64 << 20), "s")
     calls: list = []
     blob = bytes(range(100))
-    assert cache.get_run("c/0", 10, 40, [(10, 20), (20, 40)], fetcher([Fetched(blob[10:40])], calls)) == blob[10:40]
-    assert cache.get_run("c/0", 20, 40, [(20, 40)], fetcher([], calls)) == blob[20:40]
-    assert cache.get_run("c/0", 10, 20, [(10, 20)], fetcher([], calls)) == blob[10:20]
-    assert cache.get_run("c/0", 10, 40, [(10, 20), (20, 40)], fetcher([], calls)) == blob[10:40]
+    assert cache.get_run("c/0", RangeRequest(10, 40), [(10, 20), (20, 40)], fetcher([Fetched(blob[10:40])], calls)) == blob[10:40]
+    assert cache.get_run("c/0", RangeRequest(20, 40), [(20, 40)], fetcher([], calls)) == blob[20:40]
+    assert cache.get_run("c/0", RangeRequest(10, 20), [(10, 20)], fetcher([], calls)) == blob[10:20]
+    assert cache.get_run("c/0", RangeRequest(10, 40), [(10, 20), (20, 40)], fetcher([], calls)) == blob[10:40]
     # Pieces with a gap between them: the bytes of the gap, which no reader uses, come back as zeros.
-    assert cache.get_run("c/0", 50, 90, [(50, 60), (80, 90)], fetcher([Fetched(blob[50:90])], calls)) == blob[50:90]
-    assert cache.get_run("c/0", 50, 90, [(50, 60), (80, 90)], fetcher([], calls)) == \
+    assert cache.get_run("c/0", RangeRequest(50, 90), [(50, 60), (80, 90)], fetcher([Fetched(blob[50:90])], calls)) == blob[50:90]
+    assert cache.get_run("c/0", RangeRequest(50, 90), [(50, 60), (80, 90)], fetcher([], calls)) == \
         blob[50:60] + bytes(20) + blob[80:90]
     # A run with one piece not kept is fetched whole, one request.
-    assert cache.get_run("c/0", 60, 80, [(60, 70), (70, 80)], fetcher([Fetched(blob[60:75])], calls)) == blob[60:75]
-    assert cache.get_run("c/0", 60, 70, [(60, 70)], fetcher([], calls)) == blob[60:70]
-    assert cache.get_run("c/0", 70, 80, [(70, 80)], fetcher([Fetched(blob[70:80])], calls)) == blob[70:80]
+    assert cache.get_run("c/0", RangeRequest(60, 80), [(60, 70), (70, 80)], fetcher([Fetched(blob[60:75])], calls)) == blob[60:75]
+    assert cache.get_run("c/0", RangeRequest(60, 70), [(60, 70)], fetcher([], calls)) == blob[60:70]
+    assert cache.get_run("c/0", RangeRequest(70, 80), [(70, 80)], fetcher([Fetched(blob[70:80])], calls)) == blob[70:80]
     assert len(calls) == 4
 
 
@@ -440,7 +458,7 @@ def test_entries_under_way_when_the_mount_ends_are_finished_or_discarded_in_time
     cache = DiskCache(DiskCacheOptions(str(tmp_path / "dc"), 64 << 20), "s")
     release = threading.Event()
     reached = slow_replace(monkeypatch, release)
-    writer = threading.Thread(target=cache.get, args=("c/0", None, None, fetcher([Fetched(b"chunk")], [])))
+    writer = threading.Thread(target=cache.get, args=("c/0", None, fetcher([Fetched(b"chunk")], [])))
     writer.start()
     assert reached.wait(10)  # the entry is under way: written, its rename held
     if finishes:
@@ -454,7 +472,7 @@ def test_entries_under_way_when_the_mount_ends_are_finished_or_discarded_in_time
 
         closer = threading.Thread(target=close)
         closer.start()
-        assert wait_until(lambda: cache._closed, 10)  # close has begun waiting for the writes under way
+        assert wait_until(lambda: cache.budget.closed, 10)  # close has begun waiting for the writes under way
         assert closer.is_alive() and not at_return  # and does not return while the rename is held
         release.set()
         closer.join(10)
@@ -471,5 +489,5 @@ def test_entries_under_way_when_the_mount_ends_are_finished_or_discarded_in_time
     if not finishes:
         assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
     # Closed: nothing more is written.
-    assert cache.get("c/1", None, None, fetcher([Fetched(b"later")], [])) == b"later"
+    assert cache.get("c/1", None, fetcher([Fetched(b"later")], [])) == b"later"
     assert len(entries(tmp_path / "dc")) == len(left) and cache.stats.as_dict()["not_stored"] == 1

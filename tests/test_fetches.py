@@ -12,6 +12,7 @@ import zarr
 from remoteutil import RangeHandler, http_server
 from zarr.codecs import ZstdCodec
 
+from zarrfs.byte_ranges import ByteRequest
 from zarrfs.engine.engine import Engine
 from zarrfs.engine.fetches import AHEAD, RangeFetches
 from zarrfs.engine.readahead import Readahead
@@ -81,9 +82,9 @@ def test_a_local_store_reads_ranges_in_the_calling_thread(tmp_path: Path) -> Non
     seen: list[str] = []
     store_get_range = fetches.store.get_range
 
-    def recorded(key: str, start: int, stop: int) -> bytes | None:
+    def recorded(key: str, byte_range: ByteRequest) -> bytes | bytearray | None:
         seen.append(threading.current_thread().name)
-        return store_get_range(key, start, stop)
+        return store_get_range(key, byte_range)
 
     fetches.store.get_range = recorded  # type: ignore[method-assign]
     assert list(fetches.ranges("blob", [(0, 2), (5, 7)])) == [b"01", b"56"]

@@ -23,13 +23,14 @@ import zarrfs
 PACKAGE = Path(zarrfs.__file__).parent
 
 # Modules at the package root, by layer: its face (`api`, `zarrfs.mounted`) and the cross-cutting
-# modules. `vocabulary`: errors, options, versions, extensions and single_flight, which import nothing of zarrfs
-# but each other: any layer may use them.
+# modules. `vocabulary`: errors, options, versions, extensions, byte_ranges and single_flight, which
+# import nothing of zarrfs but each other: any layer may use them.
 ROOT_MODULES = {
     "errors": "vocabulary",
     "options": "vocabulary",
     "versions": "vocabulary",
     "extensions": "vocabulary",
+    "byte_ranges": "vocabulary",  # which bytes of a stored object a read asks for (stores, codecs, callers)
     "single_flight": "vocabulary",  # one load per key: the tree, the hierarchy, the chunk cache
     "memory": "memory",  # the daemon's allocator and heap trimmer: the process, not a read
     "api": "top",

@@ -16,6 +16,7 @@ import zarr
 from zarr.codecs import ZstdCodec
 
 from remoteutil import HttpServer, http_server
+from zarrfs.byte_ranges import ByteRequest, RangeRequest
 from zarrfs.engine.cache import ChunkCache
 from zarrfs.engine.loads import Batch
 from zarrfs.engine.chunks import coalesce
@@ -207,23 +208,23 @@ def test_readahead_of_a_sharded_array_asks_for_whole_shard_rows(tmp_path: Path) 
     try:
         reader = engine.reader("")
         assert reader.readahead.step == 256 * 1024 * 4  # four bands: one shard row
-        ranges: list[tuple[str, int, int]] = []
+        ranges: list[tuple[str, ByteRequest]] = []
         get_range, get_run = engine.store.get_range, engine.store.get_run
 
-        def recorded(key: str, start: int, stop: int) -> bytes | None:
-            ranges.append((key, start, stop))
-            return get_range(key, start, stop)
+        def recorded(key: str, byte_range: ByteRequest) -> bytes | bytearray | None:
+            ranges.append((key, byte_range))
+            return get_range(key, byte_range)
 
-        def recorded_run(key: str, start: int, stop: int, pieces: list[tuple[int, int]]) -> bytes | None:
-            ranges.append((key, start, stop))
-            return get_run(key, start, stop, pieces)
+        def recorded_run(key: str, span: RangeRequest, pieces: list[tuple[int, int]]) -> bytes | bytearray | None:
+            ranges.append((key, span))
+            return get_run(key, span, pieces)
 
         engine.store.get_range = recorded  # type: ignore[method-assign]
         engine.store.get_run = recorded_run  # type: ignore[method-assign]
         stream = ReadStream()
         got = b"".join(reader.read(o, o + (128 << 10), stream) for o in range(0, reader.nbytes, 128 << 10))
         assert got == data.tobytes()
-        data_reads = [(key, start) for key, start, _ in ranges if start >= 0]  # (index reads count from the end)
+        data_reads = [(key, span.start) for key, span in ranges if isinstance(span, RangeRequest)]  # (not the indexes)
         for row in (2, 3):  # once readahead is in stride: one GET per shard of the row
             assert sorted(key for key, _ in data_reads if key.startswith(f"c/{row}/")) == \
                 [f"c/{row}/{column}" for column in range(4)]

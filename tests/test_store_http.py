@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 from remoteutil import BackloggedHTTPServer, RangeHandler, serving
 
+from zarrfs.byte_ranges import OffsetRequest, RangeRequest, SuffixRequest
 from zarrfs.errors import StoreError
 from zarrfs.options import StoreOptions
 from zarrfs.stores.store import Store
@@ -92,10 +93,11 @@ def test_plain_http_reads_with_zarrfs_client_and_answers_as_fsspec(served: tuple
     assert theirs._http is None
     for store in (ours, theirs):
         assert bytes(store.get("data")) == BODY
-        assert bytes(store.get_range("data", 1000, 5000)) == BODY[1000:5000]
-        assert bytes(store.get_range("data", -300, 0)) == BODY[-300:]
+        assert bytes(store.get_range("data", RangeRequest(1000, 5000))) == BODY[1000:5000]
+        assert bytes(store.get_range("data", SuffixRequest(300))) == BODY[-300:]
+        assert bytes(store.get_range("data", OffsetRequest(len(BODY) - 200))) == BODY[-200:]
         assert store.get("absent") is None
-        assert store.get_range("absent", 0, 10) is None
+        assert store.get_range("absent", RangeRequest(0, 10)) is None
     assert bytes(ours.get("moved/data")) == BODY  # a redirect is followed
     assert ours.stats.as_dict()["retries"] == 0
 
@@ -127,11 +129,11 @@ def test_a_keep_alive_connection_is_reused_and_survives_the_server_closing_it(
     url, httpd = served
     store = Store.open(url)
     for start in range(0, 20_000, 1000):
-        assert bytes(store.get_range("data", start, start + 1000)) == BODY[start:start + 1000]
+        assert bytes(store.get_range("data", RangeRequest(start, start + 1000))) == BODY[start:start + 1000]
     assert httpd.accepted == 1  # twenty requests, one keep-alive connection
     httpd.close_idle()
     time.sleep(0.1)
-    assert bytes(store.get_range("data", 0, 10)) == BODY[:10]  # reconnects: not a failed try
+    assert bytes(store.get_range("data", RangeRequest(0, 10))) == BODY[:10]  # reconnects: not a failed try
     assert httpd.accepted == 2
     assert store.stats.as_dict()["retries"] == 0
 
@@ -144,7 +146,7 @@ def test_connections_are_pooled_across_threads_never_more_than_requests_in_fligh
 
     def reads(first: int) -> None:
         for start in range(first, 20_000, 8000):
-            assert bytes(store.get_range("data", start, start + 1000)) == BODY[start:start + 1000]
+            assert bytes(store.get_range("data", RangeRequest(start, start + 1000))) == BODY[start:start + 1000]
 
     threads = [threading.Thread(target=reads, args=(i * 1000,)) for i in range(8)]
     for thread in threads:
@@ -213,4 +215,4 @@ def test_https_verifies_the_server_against_the_trusted_certificates(
         monkeypatch.setenv("SSL_CERT_FILE", str(cert))  # what the system trusts, for this test
         trusted = Store.open(https)
         assert trusted._http is not None
-        assert bytes(trusted.get_range("data", 5, 50)) == BODY[5:50]
+        assert bytes(trusted.get_range("data", RangeRequest(5, 50))) == BODY[5:50]

@@ -21,9 +21,9 @@ class SingleFlight(Generic[K]):
 
     `join` is the low-level half for a load that runs elsewhere (a pool's
     task resolves the future, then calls `land`); `run` loads in the calling
-    thread. Its lock is a leaf: callers may hold their own around `join`.
-    (The virtual tree's directory builds and the chunk cache's loads still
-    keep tables of their own: issue 52.)
+    thread. Its lock is a leaf: callers may hold their own around `join`
+    (the chunk cache joins and lands under its lock, so that a key is always
+    either cached or under way, never between the two).
     """
 
     def __init__(self) -> None:
@@ -44,6 +44,17 @@ class SingleFlight(Generic[K]):
         with self._lock:
             if self._flights.get(key) is flight:
                 del self._flights[key]
+
+    def under_way(self, key: K) -> bool:
+        """Whether a load of `key` is under way now."""
+        with self._lock:
+            return key in self._flights
+
+    def abandon(self) -> list[Future]:
+        """Every load under way, forgotten (the owner is closing: it settles them); later callers start anew."""
+        with self._lock:
+            flights, self._flights = list(self._flights.values()), {}
+            return flights
 
     def run(self, key: K, load: Callable[[], V]) -> V:
         """`load()`'s value, run once however many ask for `key` at once."""

@@ -14,6 +14,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from ..byte_ranges import RangeRequest, SuffixRequest, within
 from ..elements.shapes import parse_shape
 from ..errors import ChunkError, MetadataError, UnsupportedError
 from .pipeline import ChunkCodec, V3ChunkCodec, parse_codecs
@@ -74,10 +75,11 @@ class ShardingCodec:
             size += _INDEX_CODEC_OVERHEAD[codec.name]
         return size
 
-    def index_range(self, shard_shape: tuple[int, ...]) -> tuple[int, int]:
-        """(start, stop) of the index; a negative start counts from the shard's end."""
+    def index_range(self, shard_shape: tuple[int, ...]) -> RangeRequest | SuffixRequest:
+        """Where the index lies: the shard's first bytes, or its last (a shard's size is not known
+        before it is read)."""
         nbytes = self.index_nbytes(shard_shape)
-        return (0, nbytes) if self.index_location == "start" else (-nbytes, 0)
+        return RangeRequest(0, nbytes) if self.index_location == "start" else SuffixRequest(nbytes)
 
     def parse_index(self, raw: bytes | bytearray, shard_shape: tuple[int, ...],
                     shard_nbytes: int | None = None) -> np.ndarray:
@@ -114,8 +116,7 @@ class ShardingCodec:
     def decode(self, data: Any, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
         """Decode a whole shard held in memory (used for nested sharding)."""
         data = bytes(data)
-        start, stop = self.index_range(shape)
-        raw_index = data[start:] if start < 0 else data[start:stop]
+        raw_index = data[within(self.index_range(shape), len(data))]
         index = self.parse_index(raw_index, shape, len(data))
         out = np.full(shape, self.fill_value, dtype)
         cps = self.chunks_per_shard(shape)

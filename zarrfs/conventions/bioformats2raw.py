@@ -24,6 +24,7 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ..byte_ranges import RangeRequest
 from ..errors import ZarrfsError
 from ..model.limits import max_document_bytes
 from ..model.meta import GroupMeta, join_key
@@ -205,7 +206,7 @@ def _metadata(hierarchy: Hierarchy, collection_path: str) -> tuple[bytes | None,
     key = metadata_key(collection_path)
     limit = max_document_bytes()
     try:
-        raw = hierarchy.store.get_range(key, 0, limit + 1)
+        raw = hierarchy.store.get_range(key, RangeRequest(0, limit + 1))
     except ZarrfsError as exc:
         return None, f"{OME_GROUP}/{METADATA_FILE} cannot be read: {exc}"
     if raw is not None and len(raw) > limit:

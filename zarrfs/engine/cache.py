@@ -1,7 +1,9 @@
 """A byte-bounded LRU of decoded chunks, holding futures so each key loads once.
 
-Whoever misses a key first creates its future; every other thread that wants
-the same key while it loads waits on that future instead of loading again.
+Whoever misses a key first creates its future (`SingleFlight.join`,
+single_flight.py); every other thread that wants the same key while it
+loads waits on that future instead of loading again. The loads themselves
+run on the pool (one key, or one batch group, per task), not in the caller.
 Finished values enter the LRU with their size; the least recently used leave
 until the budget holds. Failed loads are not cached: the next read retries.
 
@@ -30,6 +32,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, TypeVar
 
 from ..errors import ZarrfsError
+from ..single_flight import SingleFlight
 from .budget import ReadaheadBudget
 from .loads import Batch, Loader, load_groups, load_task, resolve, run_one
 from .lru import ChunkLru, Entry
@@ -89,7 +92,8 @@ class ChunkCache:
         # to that covers one band's decodes.
         self._lru = ChunkLru(self.budget, self.served, self._stats, min(budget_bytes // 8, 64 << 20))
         self._lock = threading.Lock()
-        self._inflight: dict[Hashable, Future] = {}
+        # The loads under way, one per key: joined and landed under `_lock` (single_flight.py).
+        self._flights: SingleFlight[Hashable] = SingleFlight()
         self._waiting: Counter[Hashable] = Counter()  # leases of reads waiting on a load, per key
         self._workers: PriorityPool | None = None
         self._queued: dict[Hashable, Task] = {}  # readahead loads not started yet, for promotion
@@ -134,7 +138,7 @@ class ChunkCache:
                         entry.leases += 1
                     values[key] = entry.value
                     continue
-                if prefetch and key not in self._inflight and not budget.room_to_load_ahead(size_hint):
+                if prefetch and not self._flights.under_way(key) and not budget.room_to_load_ahead(size_hint):
                     self._stats.prefetches_refused += 1
                     break  # keys come in read order: the rest wait for room, or for their reads
                 future, is_new = self._pending(key, size_hint, prefetch)
@@ -231,9 +235,9 @@ class ChunkCache:
         if workers is not None:
             workers.shutdown()
         with self._lock:
-            abandoned, self._inflight = self._inflight, {}
+            abandoned = self._flights.abandon()
             self._queued.clear()
-        for future in abandoned.values():
+        for future in abandoned:
             resolve(future, ZarrfsError("zarrfs is shutting down"))
 
     # The underscore methods below that take no lock expect the caller to hold it.
@@ -246,15 +250,13 @@ class ChunkCache:
 
     def _pending(self, key: Hashable, size_hint: int, prefetch: bool) -> tuple[Future, bool]:
         """(future, is_new) for a key that is not cached."""
-        future = self._inflight.get(key)
-        if future is not None:
+        future, is_new = self._flights.join(key)
+        if not is_new:
             self._stats.hits += 1
             return future, False
         self._stats.misses += 1
         if prefetch:
             self._stats.prefetches += 1
-        future = Future()
-        self._inflight[key] = future
         self._reserved += size_hint
         self._lru.recycle(self._reserved)
         self._evict()
@@ -268,7 +270,7 @@ class ChunkCache:
         """Deliver a value (cached, leased to the reads waiting for it) or an exception (not
         cached) to the key's waiters."""
         with self._lock:
-            self._inflight.pop(key, None)
+            self._flights.land(key, future)
             self._queued.pop(key, None)
             self._reserved -= size_hint
             self._lru.pool.shrink_to(self._reserved)

@@ -24,6 +24,7 @@ from typing import Protocol
 
 import numpy as np
 
+from ..byte_ranges import within
 from ..codecs.sharding import EMPTY, ShardingCodec, sharding_alone
 from ..errors import ChunkError, ZarrfsError
 from ..model.grids import ChunkGrid, refine
@@ -410,21 +411,19 @@ class ShardedChunkSource:
     def _load_index(self, key: str, shard: Coords, shard_shape: tuple[int, ...], wanted: int) -> np.ndarray | None:
         """The shard's index: from the whole shard when a load wanting `wanted` of its inner chunks
         fetches it in one request (shard_spans.py), else read alone."""
-        start, stop = self.sharding.index_range(shard_shape)
+        index_at = self.sharding.index_range(shard_shape)
         return self._spans.shard_index(
             key, shard, self._share(shard_shape, wanted), lambda: self._read_index(key, shard_shape),
-            lambda data: self.sharding.parse_index((data[start:] if start < 0 else data[start:stop]).tobytes(),
+            lambda data: self.sharding.parse_index(data[within(index_at, len(data))].tobytes(),
                                                    shard_shape, len(data)))
 
     def _share(self, shard_shape: tuple[int, ...], wanted: int) -> Share:
         """What a load of `wanted` inner chunks wants of a shard of `shard_shape`."""
-        start, stop = self.sharding.index_range(shard_shape)
         return Share(wanted, math.prod(self.sharding.chunks_per_shard(shard_shape)),
-                     math.prod(shard_shape) * self.meta.dtype.itemsize, stop - start)
+                     math.prod(shard_shape) * self.meta.dtype.itemsize, self.sharding.index_nbytes(shard_shape))
 
     def _read_index(self, key: str, shard_shape: tuple[int, ...]) -> np.ndarray | None:
-        start, stop = self.sharding.index_range(shard_shape)
-        raw = self.store.get_range(key, start, stop)
+        raw = self.store.get_range(key, self.sharding.index_range(shard_shape))
         if raw is None:
             return None
         return self.sharding.parse_index(raw, shard_shape)

@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from itertools import islice
 
+from ..byte_ranges import RangeRequest
 from ..errors import StoreError, ZarrfsError
 from ..stores.store import Store
 from .pool import DEMAND, PREFETCH, PriorityPool, Task
@@ -105,6 +106,7 @@ class RangeFetches:
 
     def _fetch(self, key: str, start: int, stop: int, pieces: Pieces | None) -> Fetched:
         try:
-            return self.store.get_run(key, start, stop, pieces) if pieces else self.store.get_range(key, start, stop)
+            span = RangeRequest(start, stop)
+            return self.store.get_run(key, span, pieces) if pieces else self.store.get_range(key, span)
         except ZarrfsError as exc:
             return exc

@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from ..byte_ranges import RangeRequest
 from ..errors import StoreError
 from ..stores.store import Store
 from .cache import ChunkCache
@@ -110,7 +111,7 @@ class PlainFileReader:
         index = key[2]
         start = index * BLOCK_BYTES
         stop = min(self.size, start + BLOCK_BYTES)
-        data = self.store.get_range(self.key, start, stop)
+        data = self.store.get_range(self.key, RangeRequest(start, stop))
         if data is None or len(data) != stop - start:
             got = "nothing" if data is None else f"{len(data)} bytes"
             raise StoreError(f"{self.store.display_name}: {self.key}: bytes [{start}:{stop}] came back as {got}: "

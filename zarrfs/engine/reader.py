@@ -22,16 +22,14 @@ from .gather import copy_into
 from .cache import ChunkCache, new_token
 from .chunks import ChunkSource
 from .direct import ChunkFiles
-from .geometry import Coords, element_range, plan_elements
+from .geometry import element_range, plan_elements
 from .loads import Batch
+from .raw_chunks import RawChunks, Target
 from .readahead import Readahead, ReadStream, windowed
 from .served import MAX_RAW_FILES
 
 # How far ahead of a stream over uncompressed chunk files their files are given to C.
 RAW_AHEAD_BYTES = 4 << 20
-
-# A block of one chunk and where it goes: (chunk coords, block in the chunk, a view of the output).
-Target = tuple[Coords, tuple[int | slice, ...], np.ndarray]
 
 
 def copy_block(destination: np.ndarray, source: np.ndarray) -> None:
@@ -78,6 +76,8 @@ class ArrayReader:
                                         tuple(axis.count for axis in self.grid.axes), self.meta.dtype)
             # A reader replaced after a metadata refresh takes its chunks out of C when it goes.
             self.leave_c = weakref.finalize(self, cache.served.forget_array, self._key_prefix, self._token)
+        self._raw = RawChunks(self._files, source, self._token, self._key_prefix, self._began_ns, cache.served,
+                              self._served_grid is not None) if self._files is not None else None
         # Files read raw get their readahead from the kernel, file by file.
         self.readahead = Readahead(self.meta.path, self.grid, self.meta.grid, self.itemsize, self.nbytes,
                                    cache, enabled=self._files is None, readahead_max=readahead_max,
@@ -186,18 +186,12 @@ class ArrayReader:
             if used:
                 self.cache.note_read([(self._key_prefix, c) for c in used])
             stream.c_until = until
-            if self._files is not None and until > stream.next_offset:
-                self._open_ahead_in_c(stream.next_offset, min(until, stream.next_offset + RAW_AHEAD_BYTES))
-
-    def _open_ahead_in_c(self, begin: int, end: int) -> None:
-        """Give C the chunk files of bytes [begin, end) before the stream reads them: else the
-        first read of each band of chunk files comes to Python to open them, and when a band is
-        smaller than a read, every read does."""
-        for coords in self.readahead.chunks_between(begin, end)[:MAX_RAW_FILES // 2]:
-            path = self.source.raw_file(coords)
-            if path is not None:
-                self.cache.served.open_raw_file((self._key_prefix, coords), path, self.grid.stored_shape(coords),
-                                                self._began_ns)
+            if self._raw is not None and until > stream.next_offset:
+                # C gets the chunk files ahead of the stream: else the first read of each band of
+                # chunk files comes to Python to open them, and when a band is smaller than a read,
+                # every read does.
+                end = min(until, stream.next_offset + RAW_AHEAD_BYTES)
+                self._raw.open_in_c(self.readahead.chunks_between(stream.next_offset, end)[:MAX_RAW_FILES // 2])
 
     def served_layout(self) -> tuple[int, int, tuple[int, ...], tuple[int, ...]] | None:
         """(array token, item size, shape, chunk edges) for `ServedChunks`' files, or None when
@@ -238,21 +232,10 @@ class ArrayReader:
 
     def _fill_targets(self, targets: list[Target]) -> None:
         """Copy each block of a chunk into place: read raw from its file when stored plain, else decoded."""
-        if self._files is not None:
-            undone: list[Target] = []
-            uncached: list[Target] = []
-            # Page-cache reads first: they keep the GIL (`_gather`) and run
-            # back to back; reads that may wait for the disk release it, after.
-            for one in targets:
-                done = self._read_raw(*one, cached_only=True)
-                if done is None:
-                    uncached.append(one)
-                elif not done:
-                    undone.append(one)
-            undone += [one for one in uncached if not self._read_raw(*one)]
-            if not undone:
+        if self._raw is not None:
+            targets = self._raw.fill(targets)
+            if not targets:
                 return
-            targets = undone
         prefix = self._key_prefix
         values = self._leased(list(dict.fromkeys((prefix, one[0]) for one in targets)))
         try:
@@ -264,21 +247,6 @@ class ArrayReader:
                     copy_block(destination, chunk[src])
         finally:
             self.cache.release(values)
-
-    def _read_raw(self, coords: Coords, src: tuple[int | slice, ...], destination: np.ndarray,
-                  cached_only: bool = False) -> bool | None:
-        assert self._files is not None
-        path = self.source.raw_file(coords)
-        if path is None:
-            return False
-        shape = self.grid.stored_shape(coords)
-        block = tuple(slice(i, i + 1) if isinstance(i, int) else i for i in src)  # the file's rows as runs
-        began = self._began_ns
-        done = self._files.read_block(self._token, path, shape, block, destination, cached_only=cached_only,
-                                      not_after_ns=began)
-        if done and self._served_grid is not None:
-            self.cache.served.open_raw_file((self._key_prefix, coords), path, shape, began)
-        return done
 
     def _leased(self, keys: list[tuple]) -> dict[tuple, np.ndarray | None]:
         """The chunks of `keys`, loaded if need be, each leased until `cache.release` (buffers.py)."""

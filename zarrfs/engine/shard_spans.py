@@ -62,6 +62,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..byte_ranges import RangeRequest
 from ..codecs.sharding import EMPTY
 from ..errors import ChunkError
 from .cache import ChunkCache, new_token
@@ -285,7 +286,7 @@ class ShardSpans:
         self._start_ahead()  # the shard's span left room
 
     def _fetch_whole(self, key: str, limit: int) -> np.ndarray | None:
-        data = self.fetches.store.get_range(key, 0, limit + 1)
+        data = self.fetches.store.get_range(key, RangeRequest(0, limit + 1))
         if data is None:
             return None
         if len(data) > limit:

@@ -34,6 +34,7 @@ from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Any
 
+from ..byte_ranges import RangeRequest
 from ..options import StoreOptions
 from ..stores.icechunk import looks_like_repository
 from ..stores.references import PARQUET_SUFFIXES, SNIFF_BYTES, looks_like_references
@@ -114,7 +115,7 @@ def probe_file(store: Store, key: str, size: int) -> Kind:
     try:
         if lower.endswith(ZIPPED_STORE_SUFFIX):
             return Kind.ZIPPED if _zip_holds_store(store, key, size) else Kind.FILE
-        head = store.get_range(key, 0, min(size, SNIFF_BYTES)) if size else b""
+        head = store.get_range(key, RangeRequest(0, min(size, SNIFF_BYTES))) if size else b""
     except Exception as exc:  # noqa: BLE001 - a file that cannot be probed is shown as the file it is
         log.info("%s: %s: not probed (%s); shown as a file", store.display_name, key, exc)
         return Kind.FILE
@@ -127,7 +128,7 @@ def _zip_holds_store(store: Store, key: str, size: int) -> bool:
     if size < 22:  # shorter than a zip's end record
         return False
     start = max(0, size - ZIP_TAIL_BYTES)
-    tail = store.get_range(key, start, size)
+    tail = store.get_range(key, RangeRequest(start, size))
     if tail is None:
         return False
     names = _central_directory_names(tail, start)

@@ -55,7 +55,6 @@ system is the index, and each file checks itself.
 from __future__ import annotations
 
 import errno
-import fcntl
 import hashlib
 import itertools
 import json
@@ -70,7 +69,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..byte_ranges import ByteRequest, RangeRequest, SuffixRequest
 from ..options import DiskCacheOptions
+from .backends import fsspec_bounds
+from .disk_budget import FULL_PAUSE_SECONDS, DiskBudget, DiskCacheStats, unlink_if_same
 
 log = logging.getLogger(__name__)
 
@@ -82,14 +84,8 @@ MAX_HEADER = 1 << 16
 # A hit renews the entry's mtime (its place in the LRU order) when it is older than this: hot entries
 # cost no write per read.
 TOUCH_AFTER = 60.0
-# Temporary files this old belong to a writer that died (killed mid-write): the scan removes them.
-STALE_TEMP_SECONDS = 600.0
 # When a mount ends, writes under way get this long to be renamed into place; none start after.
 CLOSE_SECONDS = 2.0
-# After a failed write for lack of space, nothing is written for this long.
-FULL_PAUSE_SECONDS = 30.0
-MIN_SLACK = 4 << 20
-MAX_SLACK = 1 << 30
 BLOCK = 4096
 # Documents that say what the hierarchy is: revalidated once per mount when there is no TTL.
 METADATA_NAMES = frozenset({"zarr.json", ".zarray", ".zgroup", ".zattrs", ".zmetadata"})
@@ -115,27 +111,12 @@ class _Entry:
     validated: float  # time.time() of the fetch or revalidation
 
 
-class DiskCacheStats:
-    """Counters for `.zarrfs-stats.json`, updated from many loader threads."""
-
-    FIELDS = ("hits", "misses", "revalidated", "refetched", "bytes_served", "bytes_stored", "evictions",
-              "evicted_bytes", "dropped_corrupt", "not_stored", "write_errors", "scans", "disk_bytes")
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self.values = dict.fromkeys(self.FIELDS, 0)
-
-    def add(self, name: str, amount: int = 1) -> None:
-        with self._lock:
-            self.values[name] += amount
-
-    def set(self, name: str, value: int) -> None:
-        with self._lock:
-            self.values[name] = value
-
-    def as_dict(self) -> dict[str, int]:
-        with self._lock:
-            return dict(self.values)
+def _recorded_range(byte_range: ByteRequest | None) -> tuple[int | None, int | None]:
+    """The (start, stop) an entry's name and header record for a byte range: the layout's own encoding,
+    kept so that the entries earlier daemons wrote stay found (a whole object (None, None), a suffix
+    (-length, 0), an offset (start, None))."""
+    start, end = fsspec_bounds(byte_range)
+    return (start, 0) if isinstance(byte_range, SuffixRequest) else (start, end)
 
 
 def is_metadata(key: str) -> bool:
@@ -155,33 +136,25 @@ class DiskCache:
         self.identity = identity
         self.immutable = immutable
         self.ttl = options.ttl
-        self.max_bytes = options.max_bytes
-        self.slack = min(MAX_SLACK, max(MIN_SLACK, options.max_bytes // 10))
         self.opened_at = time.time()
         self.stats = DiskCacheStats()
         (self.root / "tmp").mkdir(parents=True, exist_ok=True)
+        self.budget = DiskBudget(self.root, options.max_bytes, self.stats)
+        self.slack = self.budget.slack
         self._lock = threading.Lock()
-        self._no_writes = threading.Condition(self._lock)  # notified when `_writing` falls to 0
-        self._closed = False
-        self._written = 0  # bytes written since the last scan began
-        self._writing = 0  # bytes of writes under way (a scan that begins now may not see them)
-        self._paused_until = 0.0
         self._temp_serial = 0
-        self._scan_wanted = threading.Event()
-        self._scan_wanted.set()  # DIR may be over the cap already (a smaller --disk-cache-size)
-        self._scans = threading.Condition()
-        self._scans_finished = 0
-        threading.Thread(target=self._scanner, name="zarrfs-disk-cache", daemon=True).start()
 
     # ----------------------------------------------------------------- reads
 
-    def get(self, key: str, start: int | None, stop: int | None, fetch: Fetch) -> bytes | bytearray | None:
-        """The bytes of `key` [start, stop) (None: no such key), from disk when a valid copy is there."""
-        return self.get_fetched(key, start, stop, fetch).data
+    def get(self, key: str, byte_range: ByteRequest | None, fetch: Fetch) -> bytes | bytearray | None:
+        """The bytes of `key` that `byte_range` asks for (None: all of it), or None for no such key, from
+        disk when a valid copy is there."""
+        return self.get_fetched(key, byte_range, fetch).data
 
-    def get_fetched(self, key: str, start: int | None, stop: int | None, fetch: Fetch) -> Fetched:
+    def get_fetched(self, key: str, byte_range: ByteRequest | None, fetch: Fetch) -> Fetched:
         """As `get`, with the validators of the version the bytes are (what an open file checks a
         chunk by: stores/store.py `Versioned`)."""
+        start, stop = _recorded_range(byte_range)
         name = self._name(key, start, stop)
         entry = self._load(name, key, start, stop)
         if entry is not None and not self._stale(entry, key):
@@ -199,9 +172,9 @@ class DiskCache:
         self._store(name, key, start, stop, fetched.data, fetched.validators)
         return fetched
 
-    def get_run(self, key: str, start: int, stop: int, pieces: list[tuple[int, int]],
+    def get_run(self, key: str, span: RangeRequest, pieces: list[tuple[int, int]],
                 fetch: Fetch) -> bytes | bytearray | None:
-        """Bytes [start, stop) of `key`, fetched as one request but kept as `pieces`, the ranges in
+        """The bytes `span` asks for of `key`, fetched as one request but kept as `pieces`, the ranges in
         it a reader uses (a shard's inner chunks), one entry each.
 
         A run is what one batch of loads wanted together, and batches form by
@@ -210,6 +183,7 @@ class DiskCache:
         disk when every piece is there (bytes between pieces, which no reader
         uses, are zeros then); one missing or stale piece fetches the run.
         """
+        start, stop = span.start, span.end
         kept: list[bytes | bytearray] = []
         for first, last in pieces:
             entry = self._load(self._name(key, first, last), key, first, last)
@@ -261,7 +235,7 @@ class DiskCache:
         if entry is None:
             self.stats.add("dropped_corrupt")
             log.warning("disk cache: %s (for %s) failed its check; dropped, fetching again", path, key)
-            _unlink_if_same(path, status)
+            unlink_if_same(path, status)
             return None
         if time.time() - status.st_mtime > TOUCH_AFTER:
             try:
@@ -291,7 +265,7 @@ class DiskCache:
                              "validated": time.time()}).encode()
         payload = data if data is not None else b""
         size = occupied(_FIXED.size + len(header) + len(payload))
-        if len(header) > MAX_HEADER or not self._reserve(size):
+        if len(header) > MAX_HEADER or not self.budget.reserve(size):
             self.stats.add("not_stored")
             return
         fixed = _FIXED.pack(MAGIC, len(header), len(payload), zlib.crc32(payload), zlib.crc32(header))
@@ -310,25 +284,8 @@ class DiskCache:
             self._write_failed(exc, temp)
             return
         finally:
-            with self._lock:
-                self._writing -= size
-                if not self._writing:
-                    self._no_writes.notify_all()
+            self.budget.written(size)
         self.stats.add("bytes_stored", len(payload))
-
-    def _reserve(self, size: int) -> bool:
-        """Count `size` bytes against what may be written before the next scan; False when over it."""
-        with self._lock:
-            if self._closed:
-                return False
-            if time.monotonic() < self._paused_until or self._written + size > self.slack // 2:
-                self._scan_wanted.set()
-                return False
-            self._written += size
-            self._writing += size
-            if self._written > self.slack // 4:
-                self._scan_wanted.set()
-            return True
 
     def _write_failed(self, exc: OSError, temp: Path) -> None:
         self.stats.add("write_errors")
@@ -336,16 +293,12 @@ class DiskCache:
             temp.unlink()
         except OSError:
             pass
-        if self._closed:
+        if self.budget.closed:
             return  # `close` gave up on this write and took its file away
         if exc.errno in (errno.ENOSPC, errno.EDQUOT):
-            with self._lock:
-                first = self._paused_until == 0.0
-                self._paused_until = time.monotonic() + FULL_PAUSE_SECONDS
-            if first:
+            if self.budget.out_of_space():
                 log.warning("disk cache %s: no space left; not caching for %g s at a time (reads go to "
                             "the store)", self.root.parent, FULL_PAUSE_SECONDS)
-            self._scan_wanted.set()
         else:
             log.warning("disk cache %s: cannot write an entry: %s", self.root.parent, exc)
 
@@ -353,10 +306,7 @@ class DiskCache:
         """Stop writing, as the mount ends: entries under way get `timeout` seconds to be renamed into
         place, and the temporary files of any still unfinished are deleted (the process ends next:
         they would only wait, as garbage counted against the cap, for a scan to find them stale)."""
-        with self._lock:
-            self._closed = True
-            finished = self._no_writes.wait_for(lambda: not self._writing, timeout)
-        if finished:
+        if self.budget.close(timeout):
             return
         for temp in (self.root / "tmp").glob(f"*.{os.getpid()}.*"):
             try:
@@ -366,89 +316,16 @@ class DiskCache:
         log.info("disk cache %s: discarded the entries still being written %g s after the mount ended",
                  self.root.parent, timeout)
 
-    # -------------------------------------------------------------- eviction
-
-    def _scanner(self) -> None:
-        while True:
-            self._scan_wanted.wait()
-            self._scan_wanted.clear()
-            try:
-                self.scan()
-            except OSError as exc:
-                log.warning("disk cache %s: scan failed: %s", self.root.parent, exc)
-            with self._scans:
-                self._scans_finished += 1
-                self._scans.notify_all()
-
     def scan(self) -> int:
-        """Delete least recently used entries until DIR is `slack` (and its margin) below the cap; the bytes
-        DIR holds after."""
-        with open(self.root / "evict.lock", "a") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)  # one daemon's scan at a time; released on close
-            # The new budget begins with the walk, not before the wait for the lock: what this daemon
-            # writes while another daemon's walk runs may be missed by that walk, so it must still count
-            # against this daemon's old budget until its own walk sees it.
-            with self._lock:
-                self._written = self._writing  # written from now on (or still being written): the walk may miss it
-            entries, total = self._entries()
-            # A walk's block counts can fall short of what the files will occupy (writes under way,
-            # entries renamed into a folder the walk has passed): a margin of slack / 8 covers that.
-            target = self.max_bytes - self.slack - self.slack // 8
-            if total > target:
-                entries.sort()
-                for _mtime, nbytes, path in entries:
-                    if total <= target:
-                        break
-                    try:
-                        os.unlink(path)
-                    except FileNotFoundError:
-                        pass
-                    total -= nbytes
-                    self.stats.add("evictions")
-                    self.stats.add("evicted_bytes", nbytes)
-        self.stats.add("scans")
-        self.stats.set("disk_bytes", total)
-        return total
-
-    def _entries(self) -> tuple[list[tuple[float, int, str]], int]:
-        """(mtime, bytes on disk, path) of every entry, and the bytes DIR holds; dead writers' temp files go."""
-        entries: list[tuple[float, int, str]] = []
-        total = 0
-        now = time.time()
-        with os.scandir(self.root) as top:
-            folders = [item.path for item in top if item.is_dir(follow_symlinks=False)]
-        for folder in folders:
-            temporary = folder.endswith("/tmp")
-            try:
-                with os.scandir(folder) as files:
-                    for item in files:
-                        try:
-                            status = item.stat(follow_symlinks=False)
-                        except FileNotFoundError:
-                            continue
-                        if temporary and now - status.st_mtime > STALE_TEMP_SECONDS:
-                            _unlink_if_same(Path(item.path), status)
-                            continue
-                        nbytes = status.st_blocks * 512
-                        total += nbytes
-                        if not temporary:
-                            entries.append((status.st_mtime, nbytes, item.path))
-            except FileNotFoundError:
-                continue
-        return entries, total
+        """An eviction scan now (disk_budget.py); the bytes DIR holds after."""
+        return self.budget.scan()
 
     def wait_for_scan(self, timeout: float = 30.0) -> bool:
         """Block until a whole scan ran after the call (for tests and benchmarks)."""
-        with self._scans:
-            first = self._scans_finished
-            for wanted in (first + 1, first + 2):  # a scan under way began before the call: the next counts
-                self._scan_wanted.set()
-                if not self._scans.wait_for(lambda: self._scans_finished >= wanted, timeout):  # noqa: B023
-                    return False
-        return True
+        return self.budget.wait_for_scan(timeout)
 
     def describe(self) -> dict[str, Any]:
-        return {"directory": str(self.root.parent), "max_bytes": self.max_bytes, **self.stats.as_dict()}
+        return {"directory": str(self.root.parent), "max_bytes": self.budget.max_bytes, **self.stats.as_dict()}
 
 
 def read_entry(fd: int, size: int) -> tuple[dict[str, Any], bytes] | None:
@@ -495,13 +372,3 @@ def entry_is_whole(path: Path) -> bool:
         return read_entry(fd, os.fstat(fd).st_size) is not None
     finally:
         os.close(fd)
-
-
-def _unlink_if_same(path: Path, status: os.stat_result) -> None:
-    """Delete `path` if it is still the file `status` describes (another daemon may have replaced it)."""
-    try:
-        now = os.stat(path, follow_symlinks=False)
-        if (now.st_ino, now.st_dev) == (status.st_ino, status.st_dev):
-            os.unlink(path)
-    except OSError:
-        pass
