@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 ChunkKeyFn = Callable[[tuple[int, ...]], str]
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, slots=True)  # slots: a wide group holds one per array
 class ArrayMeta:
     path: str  # logical path inside the hierarchy, '' for the root
     zarr_format: str  # "1", "2", "3", "3-draft-seed", "3-draft-zp2"
