@@ -17,7 +17,7 @@ import stat
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Iterator
 from typing import Any, TypeVar
 
 import mfusepy
@@ -172,15 +172,17 @@ class ZarrOperations(mfusepy.Operations):
         return image
 
     @_errno_boundary
-    def readdir(self, path: str, fh: Any) -> list[tuple[str, dict[str, int], int]]:
+    def readdir(self, path: str, fh: Any) -> Iterator[tuple[str, dict[str, int], int]]:
         """The names, each with its type: `find`, `ls` and file managers then know the directories without
-        a `stat` of every file (whose size can mean building its layout)."""
+        a `stat` of every file (whose size can mean building its layout). Made as mfusepy hands them to
+        libfuse, not listed first: a wide group's 700,000 names are not held twice over."""
         entry = self.tree.lookup(path)
         if not isinstance(entry, DirEntry):
             raise mfusepy.FuseOSError(errno.ENOTDIR)
-        return [(".", _DIRECTORY, 0), ("..", _DIRECTORY, 0),
-                *((name, _DIRECTORY if is_directory else _FILE, 0)
-                  for name, is_directory in typed_names(self.tree.listdir(entry)))]
+        entries = self.tree.listdir(entry)
+        return itertools.chain(((".", _DIRECTORY, 0), ("..", _DIRECTORY, 0)),
+                               ((name, _DIRECTORY if is_directory else _FILE, 0)
+                                for name, is_directory in typed_names(entries)))
 
     @_errno_boundary
     def access(self, path: str, amode: int) -> int:
