@@ -350,7 +350,7 @@ class ReplyBufferFUSE(mfusepy.FUSE):
         """The stat's bytes copied into libfuse's buffer (`stat_image`): mfusepy's own clears the buffer
         and sets each field of a dict the operation returns, most of a lookup's Python time."""
         if path is None:  # an open file's fstat with no path (libfuse's nullpath_ok): mfusepy's way
-            return super().getattr_fuse_3(path, buf, fip)  # type: ignore[no-any-return]
+            return super().getattr_fuse_3(path, buf, fip)
         image = self.operations.stat_image(path.decode(self.encoding, self.errors))
         ctypes.memmove(buf, image, len(image))
         return 0
