@@ -37,6 +37,10 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
+# Distinct meanings held for sharing (see `SemanticsIndex.of`); past it the set starts again.
+MAX_DISTINCT_SEMANTICS = 4096
+
+
 class SemanticsIndex:
     """`index.of(meta)`: the array's `Semantics`, computed on first use.
 
@@ -48,6 +52,8 @@ class SemanticsIndex:
         self.hierarchy = hierarchy
         self.read_array = read_array
         self._known: dict[str, tuple[ArrayMeta, Semantics]] = {}
+        # Equal meanings held once: the arrays of a wide group mostly mean alike (`Semantics()` each).
+        self._distinct: dict[Semantics, Semantics] = {}
         # A group's arrays by name, with the listing they were made from (a refresh makes a new one).
         self._arrays: dict[str, tuple[list[Child], dict[str, ArrayMeta]]] = {}
         # Images whose problems were reported (with the first of their arrays to be resolved).
@@ -60,7 +66,17 @@ class SemanticsIndex:
         if known is not None and known[0] is meta:
             return known[1]
         semantics = self._resolve(meta)
+        try:
+            hash(semantics)
+        except TypeError:  # a value that cannot be hashed: kept as it is
+            hashable = False
+        else:
+            hashable = True
         with self._lock:
+            if hashable:
+                if len(self._distinct) >= MAX_DISTINCT_SEMANTICS:
+                    self._distinct.clear()
+                semantics = self._distinct.setdefault(semantics, semantics)
             self._known[meta.path] = (meta, semantics)
         return semantics
 

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 from .contract import OpenedFile
-from .tree import DirEntry, Entry
+from .entries import DirEntry, Entry
 
 
 class MountTree(Protocol):
@@ -17,7 +17,7 @@ class MountTree(Protocol):
 
     def lookup(self, path: str) -> Entry: ...
 
-    def listdir(self, directory: DirEntry) -> dict[str, Entry]: ...
+    def listdir(self, directory: DirEntry) -> Mapping[str, Entry]: ...
 
     def open(self, path: str) -> OpenedFile: ...
 

@@ -21,7 +21,7 @@ import logging
 import posixpath
 import re
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,6 +37,8 @@ from ..formats.tiled_tiff import LazyTiledLayout
 from ..formats.vlen_files import VLEN_SUFFIXES, vlen_document, vlen_npy_layout
 from ..model.meta import ArrayMeta, GroupMeta
 from .contract import DeferredFile, OpenBytes, OpenedFile, VirtualFile
+from .directory import Directory
+from .entries import DirEntry, Entry, FileEntry, StatsEntry
 from .layout_files import LayoutFile
 from .netcdf_datasets import netcdf_files
 from .ome_images import CollectionFile, collection_file, ome_tiff_files
@@ -49,25 +51,6 @@ GROUP_FILE = ".group.json"
 STATS_FILE = ".zarrfs-stats.json"
 
 
-# Entries have slots: a wide group holds seven or more per array (docs/collections.md#wide-groups).
-@dataclass(frozen=True, slots=True)
-class DirEntry:
-    group_path: str
-
-
-@dataclass(frozen=True, slots=True)
-class FileEntry:
-    file: VirtualFile
-    suffix: str = ""
-    mtime_ns: int | None = None  # an ordinary file's own time (None: the mount's)
-
-
-@dataclass(frozen=True)
-class StatsEntry:
-    """The counters file: its content is made at each open, so it is never page-cached."""
-
-
-Entry = DirEntry | FileEntry | StatsEntry
 
 
 def _group_document(group: GroupMeta, collection: CollectionFile) -> LayoutFile:
@@ -173,7 +156,7 @@ class VirtualTree:
     stats_extras: dict[str, Callable[[], Any]] = field(default_factory=dict)
     # Built directories, with the hierarchy generation they were built from:
     # a metadata refresh (--metadata-ttl) makes them stale.
-    _dirs: dict[str, tuple[int, dict[str, Entry]]] = field(default_factory=dict)
+    _dirs: dict[str, tuple[int, Directory]] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _building: dict[str, threading.Lock] = field(default_factory=dict)  # directories being built, see listdir
     _semantics: SemanticsIndex = field(init=False)
@@ -249,7 +232,7 @@ class VirtualTree:
             raise IsDirectoryError(f"/{path.strip('/')} is a directory")
         return entry.file.open()
 
-    def listdir(self, directory: DirEntry) -> dict[str, Entry]:
+    def listdir(self, directory: DirEntry) -> Mapping[str, Entry]:
         """The directory's entries, built once per hierarchy generation. One build at a time per
         directory: a caller that finds it under way (the root's background listing, a second `ls`)
         waits for it and takes its result instead of deciding every file again."""
@@ -276,25 +259,24 @@ class VirtualTree:
 
     # -------------------------------------------------------------- internal
 
-    def _build_dir(self, group_path: str) -> dict[str, Entry]:
+    def _build_dir(self, group_path: str) -> Directory:
         hierarchy = self.engine.hierarchy
         root = hierarchy.root() if not group_path else None
+        entries = Directory(self._array_entry)
         if isinstance(root, ArrayMeta):
-            return {**self._array_files(self.root_name, root), STATS_FILE: StatsEntry()}
-        entries: dict[str, Entry] = {}
+            self._add_array(entries, self.root_name, root)
+            entries.add(STATS_FILE, StatsEntry())
+            return entries
         for child in hierarchy.children(group_path):
             if isinstance(child.node, GroupMeta):
-                entries[child.name] = DirEntry(child.node.path)
+                entries.add(child.name, DirEntry(child.node.path))
         for child in hierarchy.children(group_path):
             if isinstance(child.node, ArrayMeta):
-                for name, entry in self._array_files(child.name, child.node).items():
-                    if name in entries:
-                        log.warning("/%s: %s of array %s clashes with a sibling; not shown",
-                                    group_path, name, child.node.path)
-                        continue
-                    entries[name] = entry
-        if not group_path and STATS_FILE not in entries:
-            entries[STATS_FILE] = StatsEntry()
+                for name in self._add_array(entries, child.name, child.node):
+                    log.warning("/%s: %s of array %s clashes with a sibling; not shown",
+                                group_path, name, child.node.path)
+        if not group_path:
+            entries.add(STATS_FILE, StatsEntry())
         group = hierarchy.node(group_path)
         group_document = FileEntry(LayoutFile.document(json_document(group.describe())))
         if isinstance(group, GroupMeta):
@@ -308,20 +290,17 @@ class VirtualTree:
                 # The collection's report walks its series: made when the document is first read.
                 group_document = FileEntry(DeferredFile(functools.partial(_group_document, group, collection)))
             for name, served in files.items():
-                if name in entries:
+                if not entries.add(name, FileEntry(served, OME_TIFF_SUFFIX)):
                     log.warning("/%s: the image's %s clashes with a sibling; not shown", group_path, name)
-                    continue
-                entries[name] = FileEntry(served, OME_TIFF_SUFFIX)
             original = collection_metadata(hierarchy, group)
-            if original is not None and METADATA_FILE not in entries:
-                entries[METADATA_FILE] = FileEntry(LayoutFile.document(original))
+            if original is not None:
+                entries.add(METADATA_FILE, FileEntry(LayoutFile.document(original)))
         if NC_SUFFIX in self.suffixes and isinstance(group, GroupMeta):
             self._add_netcdf_files(entries, group)
-        if GROUP_FILE not in entries:
-            entries[GROUP_FILE] = group_document
+        entries.add(GROUP_FILE, group_document)
         return entries
 
-    def _add_netcdf_files(self, entries: dict[str, Entry], group: GroupMeta) -> None:
+    def _add_netcdf_files(self, entries: Directory, group: GroupMeta) -> None:
         directory_name = group.path.rpartition("/")[2] or self.root_name
         try:
             files = netcdf_files(self.engine, group, directory_name)
@@ -329,40 +308,57 @@ class VirtualTree:
             log.exception("group /%s: cannot build its NetCDF file", group.path)
             return
         for name, served in files.items():
-            if name in entries:
+            if not entries.add(name, FileEntry(served, NC_SUFFIX)):
                 log.warning("/%s: the dataset's %s clashes with a sibling; not shown", group.path, name)
-                continue
-            entries[name] = FileEntry(served, NC_SUFFIX)
 
     def semantics(self, meta: ArrayMeta) -> Semantics:
         """What the array's conventions say (`Semantics()` when nothing was recognised)."""
         return self._semantics.of(meta)
 
-    def _array_files(self, name: str, meta: ArrayMeta) -> dict[str, Entry]:
+    def _add_array(self, entries: Directory, name: str, meta: ArrayMeta) -> list[str]:
+        """The array's files added to the directory: named, not held, when each is `name + suffix` (see
+        directory.py); the names a sibling had first."""
         if meta.vlen:
-            return self._vlen_files(name, meta)
-        files: dict[str, Entry] = {}
+            return entries.add_array_files(self._vlen_files(name, meta))
         semantics = self.semantics(meta)
         alike = self._shared_layouts.alike(meta, semantics)
+        layouts: dict[str, Layout | LazyLayout] = {}
+        volumes: dict[str, Entry] = {}
         for suffix in self.suffixes:
             if suffix not in FORMATS:  # a group's file (the image's .ome.tif), not an array's
                 continue
             try:
                 layout = _built(suffix, meta, semantics, name, alike)
-                volumes = VOLUME_FORMATS[suffix](meta, semantics, name) if suffix in VOLUME_FORMATS else {}
+                in_volumes = VOLUME_FORMATS[suffix](meta, semantics, name) if suffix in VOLUME_FORMATS else {}
             except Exception:  # a format that cannot express this array must not hide the others
                 log.exception("array /%s: cannot build its %s layout", meta.path, suffix)
                 continue
-            if isinstance(layout, LazyTiledLayout):  # tiles of its levels, built when first used
-                files[name + suffix] = FileEntry(DeferredFile(
-                    functools.partial(tiled_file, self.engine, meta, semantics, layout.plan)), suffix)
-            elif layout is not None and suffix in REBUILT_SUFFIXES:
-                files[name + suffix] = FileEntry(RebuiltDocument(suffix, meta, semantics, name), suffix)
-            elif layout is not None:
-                files[name + suffix] = FileEntry(LayoutFile(layout, self.engine, meta.path), suffix)
-            files.update((volume_name, FileEntry(LayoutFile(volume, self.engine, meta.path), suffix))
-                         for volume_name, volume in volumes.items())
-        return files
+            if layout is not None:
+                layouts[suffix] = layout
+            volumes.update((volume_name, FileEntry(LayoutFile(volume, self.engine, meta.path), suffix))
+                           for volume_name, volume in in_volumes.items())
+        if not volumes:
+            return entries.add_array(name, meta, tuple(layouts))
+        files = {name + suffix: self._file_entry(name, meta, semantics, suffix, layout)
+                 for suffix, layout in layouts.items()}
+        return entries.add_array_files({**files, **volumes})
+
+    def _array_entry(self, name: str, meta: ArrayMeta, suffix: str) -> FileEntry | None:
+        """The entry of file `name + suffix` of an array the directory named (`Directory.add_array`)."""
+        semantics = self.semantics(meta)
+        if suffix in REBUILT_SUFFIXES:  # built when listed, so it exists; built again at each size or open
+            return FileEntry(RebuiltDocument(suffix, meta, semantics, name), suffix)
+        layout = _built(suffix, meta, semantics, name, self._shared_layouts.alike(meta, semantics))
+        return None if layout is None else self._file_entry(name, meta, semantics, suffix, layout)
+
+    def _file_entry(self, name: str, meta: ArrayMeta, semantics: Semantics, suffix: str,
+                    layout: Layout | LazyLayout) -> FileEntry:
+        if isinstance(layout, LazyTiledLayout):  # tiles of its levels, built when first used
+            return FileEntry(DeferredFile(functools.partial(tiled_file, self.engine, meta, semantics, layout.plan)),
+                             suffix)
+        if suffix in REBUILT_SUFFIXES:
+            return FileEntry(RebuiltDocument(suffix, meta, semantics, name), suffix)
+        return FileEntry(LayoutFile(layout, self.engine, meta.path), suffix)
 
     def _vlen_files(self, name: str, meta: ArrayMeta) -> dict[str, Entry]:
         """`N.npy` and `N.json` of a variable-length array, sized when first asked (engine/vlen_widths.py)."""

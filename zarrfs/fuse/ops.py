@@ -17,7 +17,7 @@ import stat
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Iterator
 from typing import Any, TypeVar
 
 import mfusepy
@@ -27,7 +27,8 @@ from .. import extensions
 from ..errors import ZarrfsError
 from ..files.contract import OpenedFile
 from ..files.mount_tree import MountTree
-from ..files.tree import DirEntry, Entry, StatsEntry
+from ..files.directory import typed_names
+from ..files.tree import DirEntry, Entry, FileEntry, StatsEntry
 from . import compiled
 from .service_times import ServiceTimes
 
@@ -44,6 +45,9 @@ _QUIET_ERRNOS = {errno.ENOENT, errno.EROFS}  # normal answers, not worth a log l
 # Distinct failures remembered for logging each once; a bound keeps memory flat
 # on a store that fails everywhere (later ones then log every time).
 _MAX_REPORTED = 10_000
+# Distinct stat images kept (`stat_image`); past it they are made afresh and the set starts again. A wide
+# group of alike arrays needs one per file kind.
+MAX_STAT_IMAGES = 4096
 # Paths whose last open's version is remembered (`open`'s keep_cache); one forgotten is opened
 # with its cached pages dropped, which costs rereads, never a stale byte.
 MAX_REMEMBERED_VERSIONS = 4096
@@ -94,6 +98,7 @@ class ZarrOperations(mfusepy.Operations):
         self._uid, self._gid = os.getuid(), os.getgid()
         self._mount_time_ns = time.time_ns()
         self._reported: set[str] = set()
+        self._stat_images: dict[tuple[Any, ...], bytes] = {}  # by what they say; a get and a set need no lock
         self.read_times = ServiceTimes(tree.fast_read_counters)
         tree.stats_extras["reads"] = self.read_times.summary  # the daemon's part of read latency
 
@@ -148,15 +153,36 @@ class ZarrOperations(mfusepy.Operations):
         return self._attributes(self.tree.lookup(path))
 
     @_errno_boundary
-    def readdir(self, path: str, fh: Any) -> list[tuple[str, dict[str, int], int]]:
+    def stat_image(self, path: str) -> bytes:
+        """`getattr`'s answer as the bytes of libfuse's `struct stat` (ReplyBufferFUSE copies them into its
+        buffer): one image per kind of answer, made once, not a dict and ten field sets per call."""
+        entry = self.tree.lookup(path)
+        if isinstance(entry, FileEntry):
+            key: tuple[Any, ...] = (entry.file.size, entry.mtime_ns)
+        else:
+            key = (type(entry),)
+        image = self._stat_images.get(key)
+        if image is None:
+            st = mfusepy.c_stat()
+            mfusepy.set_st_attrs(st, self._attributes(entry), use_ns=self.use_ns)
+            image = ctypes.string_at(ctypes.addressof(st), ctypes.sizeof(st))
+            if len(self._stat_images) >= MAX_STAT_IMAGES:
+                self._stat_images.clear()
+            self._stat_images[key] = image
+        return image
+
+    @_errno_boundary
+    def readdir(self, path: str, fh: Any) -> Iterator[tuple[str, dict[str, int], int]]:
         """The names, each with its type: `find`, `ls` and file managers then know the directories without
-        a `stat` of every file (whose size can mean building its layout)."""
+        a `stat` of every file (whose size can mean building its layout). Made as mfusepy hands them to
+        libfuse, not listed first: a wide group's 700,000 names are not held twice over."""
         entry = self.tree.lookup(path)
         if not isinstance(entry, DirEntry):
             raise mfusepy.FuseOSError(errno.ENOTDIR)
-        return [(".", _DIRECTORY, 0), ("..", _DIRECTORY, 0),
-                *((name, _DIRECTORY if isinstance(child, DirEntry) else _FILE, 0)
-                  for name, child in self.tree.listdir(entry).items())]
+        entries = self.tree.listdir(entry)
+        return itertools.chain(((".", _DIRECTORY, 0), ("..", _DIRECTORY, 0)),
+                               ((name, _DIRECTORY if is_directory else _FILE, 0)
+                                for name, is_directory in typed_names(entries)))
 
     @_errno_boundary
     def access(self, path: str, amode: int) -> int:
@@ -319,6 +345,15 @@ class ReplyBufferFUSE(mfusepy.FUSE):
     def _wrapper(self, func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         compiled.keep_thread_state()
         return super()._wrapper(func, *args, **kwargs)
+
+    def getattr_fuse_3(self, path: bytes | None, buf: Any, fip: Any) -> int:
+        """The stat's bytes copied into libfuse's buffer (`stat_image`): mfusepy's own clears the buffer
+        and sets each field of a dict the operation returns, most of a lookup's Python time."""
+        if path is None:  # an open file's fstat with no path (libfuse's nullpath_ok): mfusepy's way
+            return super().getattr_fuse_3(path, buf, fip)
+        image = self.operations.stat_image(path.decode(self.encoding, self.errors))
+        ctypes.memmove(buf, image, len(image))
+        return 0
 
     def read(self, path: bytes | None, buf: Any, size: int, offset: int, fip: Any) -> int:
         out = np.frombuffer((ctypes.c_char * size).from_address(ctypes.addressof(buf.contents)), np.uint8)

@@ -158,6 +158,8 @@ class AlikeArrays:
         attributes = doc.get("attributes", {})
         if not isinstance(attributes, dict):
             raise MetadataError(f"{where}: attributes must be an object")
+        if attributes == alike.attributes:  # held once (most often `{}`): nothing changes a node's attributes
+            attributes = alike.attributes
         return dataclasses.replace(alike, path=path, attributes=attributes,
                                    chunk_key=chunk_key_encoding(doc.get("chunk_key_encoding"), path, where))
 

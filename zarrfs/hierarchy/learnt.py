@@ -16,7 +16,7 @@ from ..errors import ZarrfsError
 from .dialects import Node
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # slots: a wide group holds one per array
 class Child:
     name: str
     node: Node | None  # None when `error` says why it cannot be served

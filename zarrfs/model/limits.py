@@ -29,10 +29,10 @@ SIZE_VARIABLE = "ZARRFS_MAX_METADATA_SIZE"
 # 64 MiB: consolidated metadata of ~180,000 arrays (a flat v3 group of 100,000 small arrays writes 35 MB).
 DEFAULT_MAX_DOCUMENT_BYTES = 64 << 20
 HELD_VARIABLE = "ZARRFS_MAX_METADATA_HELD"
-# What one listed child node holds, with a margin: a flat v3 group of 100,000 arrays listed and stated
-# (`ls -l`) held about 4 KiB of the daemon's resident memory per array, libfuse's table of the 700,000
-# names it was asked about included (bench/bench_share.py), 2.5 KiB of it Python's heap
-# (tests/test_wide_groups.py).
+# What one listed child node holds, with a margin: a flat v3 group of 100,000 like arrays listed and
+# stated (`ls -l`) held about 1.7 KiB of the daemon's resident memory per array, libfuse's table of the
+# 700,000 names it was asked about included (bench/bench_share.py), 0.5 KiB of it Python's heap; arrays
+# each with its own attributes hold more, up to 3 KiB of heap (tests/test_wide_groups.py).
 LISTED_NODE_BYTES = 6 << 10
 # The default bound on one group's listed children: a quarter of the machine's memory.
 HELD_SHARE_OF_MEMORY = 4

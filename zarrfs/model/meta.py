@@ -14,6 +14,7 @@ import numpy as np
 from ..errors import MetadataError
 from .grids import ChunkGrid, RegularGrid
 from .limits import MAX_JSON_DEPTH, check_depth, check_document_size
+from .shared_json import loads_shared
 
 if TYPE_CHECKING:
     from ..codecs import ChunkCodec
@@ -22,7 +23,7 @@ if TYPE_CHECKING:
 ChunkKeyFn = Callable[[tuple[int, ...]], str]
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, slots=True)  # slots: a wide group holds one per array
 class ArrayMeta:
     path: str  # logical path inside the hierarchy, '' for the root
     zarr_format: str  # "1", "2", "3", "3-draft-seed", "3-draft-zp2"
@@ -124,10 +125,11 @@ def fill_json(fill: np.ndarray) -> Any:
 
 
 def parse_json(raw: bytes | bytearray, where: str) -> Any:
-    """JSON as real writers emit it (bare NaN/Infinity accepted), within the bounds of `limits`."""
+    """JSON as real writers emit it (bare NaN/Infinity accepted), within the bounds of `limits`; equal
+    objects and arrays held once (shared_json.py)."""
     check_document_size(len(raw), where)
     try:
-        doc = json.loads(raw.decode("utf-8"))
+        doc = loads_shared(raw.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise MetadataError(f"{where}: invalid JSON: {exc}") from exc
     except RecursionError as exc:

@@ -134,12 +134,22 @@ def chunk_key_encoding(value: Any, prefix: str, where: str) -> ChunkKeyFn:
     if separator not in ("/", "."):
         raise MetadataError(f"{where}: chunk key separator must be '/' or '.', got {separator!r}")
 
-    def key(coords: tuple[int, ...]) -> str:
-        parts = [lead] if lead else []
-        parts += [str(c) for c in coords]
-        return join_key(prefix, separator.join(parts) if parts else "0")
+    return V3ChunkKey(prefix, lead, separator)
 
-    return key
+
+class V3ChunkKey:
+    """A v3 array's chunk keys: `prefix/c/0/1` (default) or `prefix/0.1` (v2 encoding). An object with
+    slots, not a closure: a wide group holds one per array (a closure and its cells took 340 bytes)."""
+
+    __slots__ = ("prefix", "lead", "separator")
+
+    def __init__(self, prefix: str, lead: str, separator: str) -> None:
+        self.prefix, self.lead, self.separator = prefix, lead, separator
+
+    def __call__(self, coords: tuple[int, ...]) -> str:
+        parts = [self.lead] if self.lead else []
+        parts += [str(c) for c in coords]
+        return join_key(self.prefix, self.separator.join(parts) if parts else "0")
 
 
 def find_endian(codec_docs: list[Any], where: str) -> str | None:
