@@ -340,8 +340,9 @@ def test_kill_9_leaves_no_mount(small: Path, tmp_path: Path) -> None:
     mountpoint = tmp_path / "mnt"
     with mounted(small, mountpoint, tmp_path / "log") as mount:
         os.kill(mount.pid, signal.SIGKILL)
-        assert wait_until(lambda: not pid_alive(mount.pid), 10), "the daemon outlived kill -9"
-        assert wait_until(lambda: not is_mounted(mountpoint), 10), "the watchdog did not unmount"
+        # Generous bounds on the events: on a loaded machine the watchdog's unmount once took over 10 s.
+        assert wait_until(lambda: not pid_alive(mount.pid), 60), "the daemon outlived kill -9"
+        assert wait_until(lambda: not is_mounted(mountpoint), 60), "the watchdog did not unmount"
         assert os.listdir(mountpoint) == [], os.listdir(mountpoint)
     with mounted(small, mountpoint, tmp_path / "log2") as again:
         assert (again / "img.raw").read_bytes() == np.arange(2000, dtype="<u2").tobytes()
