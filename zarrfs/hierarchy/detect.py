@@ -39,8 +39,14 @@ def detect(store: Store) -> Dialect:
     meta = get_json(store, "meta")
     if isinstance(meta, dict) and meta.get("zarr_format") == 1:
         return V1Dialect(store)
-    if not store.exists():
+    # The root's listing tells a folder that is no store from one that is missing (asked only when nothing
+    # is listed: an empty folder, a store that cannot list, or nothing there), and travels with the error
+    # to whoever reads the root next (an Icechunk repository, a share), who then need not list it again.
+    listing = store.list_entries("")
+    if not listing and not store.exists():
         raise NotFoundError(f"{where} does not exist (check the path or URL)")
-    raise NotZarrError(
+    not_zarr = NotZarrError(
         f"{where}: not a Zarr hierarchy (no zarr.json, .zarray, .zgroup, .zmetadata or v1 meta at its root)"
     )
+    not_zarr.root_listing = listing
+    raise not_zarr

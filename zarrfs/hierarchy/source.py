@@ -24,7 +24,7 @@ def open_hierarchy(source: str, storage_options: dict[str, Any], options: StoreO
         return Hierarchy(store, ttl=ttl)
     except NotZarrError as not_zarr:
         if options.ref is None and store.fs.protocol != IcechunkFileSystem.protocol:
-            listing = store.list_entries("")
+            listing = not_zarr.root_listing if not_zarr.root_listing is not None else store.list_entries("")
             directories = [entry.name for entry in listing if entry.directory]
             if looks_like_repository(directories, [entry.name for entry in listing if not entry.directory]):
                 return Hierarchy(Store.open_icechunk(source, storage_options, options), ttl=ttl)
