@@ -77,6 +77,16 @@ class Directory(Mapping[str, Entry]):
         self._count += len(suffixes) - len(clashes)
         return clashes
 
+    def keep(self, name: str, entry: Entry) -> bool:
+        """`entry`, just made for the named file `name` while the directory was filled (its layout was built
+        to learn the suffixes), kept for the first lookups while the recently-made set has room: a small
+        directory's lookups then build nothing again. False once the set is full (nothing more is kept)."""
+        with self._lock:
+            if len(self._made) >= MADE_ENTRIES:
+                return False
+            self._made.setdefault(name, entry)
+            return True
+
     # ------------------------------------------------------------- reading
 
     def typed_names(self) -> Iterator[tuple[str, bool]]:

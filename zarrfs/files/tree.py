@@ -338,7 +338,12 @@ class VirtualTree:
             volumes.update((volume_name, FileEntry(LayoutFile(volume, self.engine, meta.path), suffix))
                            for volume_name, volume in in_volumes.items())
         if not volumes:
-            return entries.add_array(name, meta, tuple(layouts))
+            clashes = entries.add_array(name, meta, tuple(layouts))
+            for suffix, layout in layouts.items():  # the layouts just built serve the first lookups too
+                if name + suffix not in clashes and \
+                        not entries.keep(name + suffix, self._file_entry(name, meta, semantics, suffix, layout)):
+                    break
+            return clashes
         files = {name + suffix: self._file_entry(name, meta, semantics, suffix, layout)
                  for suffix, layout in layouts.items()}
         return entries.add_array_files({**files, **volumes})
