@@ -1,7 +1,9 @@
 """CPU time per store of a `find`-like walk of a share, in one process, under cProfile.
 
 Builds the share's tree as a mount does (open_mount_tree) and walks it as `find` does through the FUSE
-front: every directory listed, every entry looked up; below `many/` only the first STORES stores. The
+front: every directory listed with its entries' types (readdir), only the directories looked up (GNU
+`find` stats no file: the listing's types tell it what to descend into); below `many/` only the first
+STORES stores. The
 folder of stores is listed once before the profile starts, so the figure is what each store costs.
 CPU time (not wall-clock): on a shared machine it is the steadier figure.
 
@@ -22,6 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_data import DEFAULT_ROOT  # noqa: E402
 from bench_share import make_share  # noqa: E402
 
+from zarrfs.files.directory import typed_names  # noqa: E402
 from zarrfs.files.share import ShareTree, open_mount_tree  # noqa: E402
 from zarrfs.files.tree import DirEntry  # noqa: E402
 from zarrfs.formats import DEFAULT_FORMATS, FORMAT_GROUPS  # noqa: E402
@@ -31,11 +34,11 @@ SUFFIXES = tuple(suffix for name in DEFAULT_FORMATS for suffix in FORMAT_GROUPS[
 
 
 def walk(tree: ShareTree, path: str, stores: int) -> None:
-    names = sorted(tree.listdir(DirEntry(path)))
-    for name in names[:stores] if path == "many" else names:
+    folders = [name for name, is_directory in typed_names(tree.listdir(DirEntry(path))) if is_directory]
+    for name in sorted(folders)[:stores] if path == "many" else folders:
         child = f"{path}/{name}" if path else name
-        if isinstance(tree.lookup(child), DirEntry):
-            walk(tree, child, stores)
+        tree.lookup(child)
+        walk(tree, child, stores)
 
 
 def main() -> None:

@@ -381,3 +381,39 @@ def test_zarrfs_mounted_takes_a_catalog(share: Share, tmp_path: Path) -> None:
         assert np.array_equal(np.load(root / "lab/archive.zip/archive.npy"),
                               share.arrays["lab/project-b/archive.zip/archive.npy"])
         assert (root / "lab/settings.json").read_bytes() == (share.root / "lab/project-b/settings.json").read_bytes()
+
+
+def test_like_stores_plan_their_files_once_and_each_serves_its_own_bytes(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """A share's stores of the same shape, dtype and conventions (a plate's wells, a series of products)
+    share one layout per file kind: a `find` plans and sizes them once, and each store still reads its
+    own chunks (written by zarr-python; read back with tifffile and numpy)."""
+    import tifffile
+
+    from zarrfs.formats import FORMATS
+
+    values = {}
+    for index in range(3):
+        name = f"well-{index}.zarr"
+        values[name] = np.arange(48 * 40, dtype=np.uint16).reshape(48, 40) * (index + 1)
+        zarr.create_array(str(tmp_path / "plate" / name), shape=(48, 40), chunks=(16, 16), dtype="uint16",
+                          compressors=None)[...] = values[name]
+    planned: list[str] = []
+    plan_tif = FORMATS[".tif"]
+
+    def counting(*args: object) -> object:
+        planned.append("tif")
+        return plan_tif(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setitem(FORMATS, ".tif", counting)
+    tree = open_mount_tree(str(tmp_path), {}, EngineOptions(), MOUNT_SUFFIXES)
+    assert isinstance(tree, ShareTree)
+    try:
+        for name, expected in values.items():
+            stem = name.removesuffix(".zarr")
+            assert np.array_equal(np.load(io.BytesIO(_read_whole(tree, f"plate/{name}/{stem}.npy"))), expected)
+            assert np.array_equal(tifffile.imread(io.BytesIO(_read_whole(tree, f"plate/{name}/{stem}.tif"))),
+                                  expected)
+        assert planned == ["tif"]
+    finally:
+        tree.close()

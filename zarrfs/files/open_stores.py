@@ -11,7 +11,7 @@ from ..engine.engine import SharedParts
 from ..errors import NotZarrError, StoreError, ZarrfsError
 from ..hierarchy.folders import ShareFolders, shown_url
 from .share_nodes import Folder, StoreMount
-from .tree import VirtualTree
+from .tree import SharedLayouts, VirtualTree
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +64,9 @@ class OpenStores:
         self.shared = shared
         self.suffixes = suffixes
         self.max_open_stores = max_open_stores
+        # One set for every store: a layout is made of an array's shape, dtype and semantics alone, so a
+        # share's like stores (a plate's wells, a series of products) plan and size their files once.
+        self.layouts = SharedLayouts()
         self._open: OrderedDict[StoreMount, None] = OrderedDict()
         self._lock = threading.Lock()
         self.opened = 0
@@ -96,7 +99,7 @@ class OpenStores:
         source = mount.source
         try:
             mount.tree = VirtualTree.of_source(source.url, source.storage_options, source.options, self.suffixes,
-                                               self.shared)
+                                               self.shared, self.layouts)
             self.opened += 1
         except NotZarrError as exc:
             folder = self._as_share(mount) if mount.may_be_share else None
@@ -143,6 +146,6 @@ class OpenStores:
         with mount.lock:
             tree, mount.tree = mount.tree, None
         if tree is not None:
-            summary = tree.close()
+            summary = tree.close()  # (its figures made only to be logged: a find closes every store it passes)
             self.closed += 1
             log.debug("%s: closed (%s)", shown_url(mount.source.url), summary)

@@ -28,9 +28,11 @@ from typing import Any
 from ..conventions.bioformats2raw import METADATA_FILE, collection_metadata
 from ..conventions.resolve import SemanticsIndex
 from ..conventions.semantics import Semantics
+from ..engine.cache import CacheStats
 from ..engine.engine import Engine, SharedParts
 from ..errors import IsDirectoryError, NotFoundError, StoreError
 from ..options import EngineOptions
+from ..stores.store import Store
 from ..formats import FORMATS, GROUP_SUFFIXES, NC_SUFFIX, OME_TIFF_SUFFIX, VOLUME_FORMATS, is_map, json_document
 from ..formats.base import LazyLayout, Layout
 from ..formats.tiled_tiff import LazyTiledLayout
@@ -122,6 +124,19 @@ class RebuiltDocument(VirtualFile):
         return LayoutFile(self._layout()).open()
 
 
+class _CloseSummary:
+    """What a closed tree's engine did, as its `str` (a cache's figures turned into text only when logged)."""
+
+    __slots__ = ("_stats", "_store")
+
+    def __init__(self, stats: CacheStats, store: Store) -> None:
+        self._stats, self._store = stats, store
+
+    def __str__(self) -> str:
+        return (f"cache {self._stats.as_dict()}; store requests {self._store.requests}, "
+                f"bytes {self._store.bytes_fetched}")
+
+
 def _built(suffix: str, meta: ArrayMeta, semantics: Semantics, stem: str,
            alike: dict[str, Layout | LazyLayout | None] | None) -> Layout | LazyLayout | None:
     """`FORMATS[suffix]`'s layout of the array: the one of the arrays alike (`SharedLayouts.alike`), built
@@ -167,16 +182,20 @@ class VirtualTree:
 
     @classmethod
     def of_source(cls, source: str, storage_options: dict[str, Any] | None, options: EngineOptions,
-                  suffixes: tuple[str, ...], shared: SharedParts | None = None) -> VirtualTree:
+                  suffixes: tuple[str, ...], shared: SharedParts | None = None,
+                  layouts: SharedLayouts | None = None) -> VirtualTree:
         """The tree of SOURCE, its root read now: NotZarrError (and the like) before anything mounts.
-        `shared`: the cache and open files of a mount of many stores (files/share.py)."""
+        `shared`: the cache and open files of a mount of many stores (files/share.py); `layouts`: the
+        layouts its stores' alike arrays share (a share of like stores sizes their files once)."""
         engine = Engine.open(source, storage_options, options, shared)
         try:
             engine.hierarchy.root()
         except BaseException:
             engine.close()
             raise
-        return cls(engine, suffixes, source_name(source))
+        if layouts is None:
+            return cls(engine, suffixes, source_name(source))
+        return cls(engine, suffixes, source_name(source), _shared_layouts=layouts)
 
     def source_display_name(self) -> str:
         """The store as logs and `mount` show it (credentials redacted)."""
@@ -185,12 +204,11 @@ class VirtualTree:
     def source_is_local(self) -> bool:
         return self.engine.store.local_path("") is not None
 
-    def close(self) -> str:
-        """Stop the engine; a one-line summary of what it did, for the log."""
-        stats = self.engine.cache.stats()
-        store = self.engine.store
+    def close(self) -> _CloseSummary:
+        """Stop the engine; a one-line summary of what it did, for the log (made when it is shown)."""
+        summary = _CloseSummary(self.engine.cache.stats(), self.engine.store)
         self.engine.close()
-        return f"cache {stats.as_dict()}; store requests {store.requests}, bytes {store.bytes_fetched}"
+        return summary
 
     def lookup(self, path: str) -> Entry:
         """The entry at a mount path like '/grp/arr.npy'."""

@@ -124,12 +124,19 @@ def fill_json(fill: np.ndarray) -> Any:
 # --------------------------------------------------------- shared validation
 
 
+# Documents from this size are parsed with their equal parts held once (shared_json.py): a consolidated
+# group's, a wide group's listing. Below it, plain `json.loads`.
+SHARED_PARSE_BYTES = 16 << 10
+
+
 def parse_json(raw: bytes | bytearray, where: str) -> Any:
     """JSON as real writers emit it (bare NaN/Infinity accepted), within the bounds of `limits`; equal
     objects and arrays held once (shared_json.py)."""
     check_document_size(len(raw), where)
     try:
-        doc = loads_shared(raw.decode("utf-8"))
+        text = raw.decode("utf-8")
+        # A small document holds too little to repeat (one array's); sharing would cost 6x the parse.
+        doc = loads_shared(text) if len(raw) >= SHARED_PARSE_BYTES else json.loads(text)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise MetadataError(f"{where}: invalid JSON: {exc}") from exc
     except RecursionError as exc:
