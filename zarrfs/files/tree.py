@@ -32,7 +32,6 @@ from ..engine.cache import CacheStats
 from ..engine.engine import Engine, SharedParts
 from ..errors import IsDirectoryError, NotFoundError, StoreError
 from ..options import EngineOptions
-from ..stores.store import Store
 from ..formats import FORMATS, GROUP_SUFFIXES, NC_SUFFIX, OME_TIFF_SUFFIX, VOLUME_FORMATS, is_map, json_document
 from ..formats.base import LazyLayout, Layout
 from ..formats.tiled_tiff import LazyTiledLayout
@@ -127,14 +126,13 @@ class RebuiltDocument(VirtualFile):
 class _CloseSummary:
     """What a closed tree's engine did, as its `str` (a cache's figures turned into text only when logged)."""
 
-    __slots__ = ("_stats", "_store")
+    __slots__ = ("_stats", "_requests", "_bytes")
 
-    def __init__(self, stats: CacheStats, store: Store) -> None:
-        self._stats, self._store = stats, store
+    def __init__(self, stats: CacheStats, requests: object, bytes_fetched: int) -> None:
+        self._stats, self._requests, self._bytes = stats, requests, bytes_fetched
 
     def __str__(self) -> str:
-        return (f"cache {self._stats.as_dict()}; store requests {self._store.requests}, "
-                f"bytes {self._store.bytes_fetched}")
+        return f"cache {self._stats.as_dict()}; store requests {self._requests}, bytes {self._bytes}"
 
 
 def _built(suffix: str, meta: ArrayMeta, semantics: Semantics, stem: str,
@@ -206,7 +204,8 @@ class VirtualTree:
 
     def close(self) -> _CloseSummary:
         """Stop the engine; a one-line summary of what it did, for the log (made when it is shown)."""
-        summary = _CloseSummary(self.engine.cache.stats(), self.engine.store)
+        store = self.engine.store
+        summary = _CloseSummary(self.engine.cache.stats(), store.requests, store.bytes_fetched)
         self.engine.close()
         return summary
 

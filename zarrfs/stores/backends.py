@@ -55,6 +55,17 @@ class FsBackend:
         return bool(self.fs.exists(path))
 
 
+class LocalBackend(FsBackend):
+    """A local directory: whole files read with one `open` and `read`, not through fsspec's file object
+    (a share's `find` reads a metadata document per store: 4.5 against 11 us each). Ranges go to fsspec."""
+
+    def cat_file(self, path: str, start: int | None = None, end: int | None = None) -> bytes | bytearray:
+        if start is not None or end is not None:
+            return super().cat_file(path, start, end)
+        with open(path, "rb", buffering=0) as file:
+            return file.readall()
+
+
 class AsyncFsBackend(FsBackend):
     """An async fsspec file system, each call a coroutine run on its loop within `timeout` seconds."""
 

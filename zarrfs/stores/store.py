@@ -25,7 +25,7 @@ from fsspec.implementations.local import LocalFileSystem
 from ..byte_ranges import ByteRequest, RangeRequest, expected_nbytes, within
 from ..errors import StoreError
 from ..options import StoreOptions
-from .backends import AsyncFsBackend, Backend, FsBackend, HttpBackend, fsspec_bounds
+from .backends import AsyncFsBackend, Backend, FsBackend, HttpBackend, LocalBackend, fsspec_bounds
 from .disk_cache import DiskCache, Fetched
 from .guarded_references import GuardedReferenceFileSystem
 from .http import HttpReader
@@ -71,7 +71,7 @@ class Store:
             return HttpBackend(http, self._async_fs_backend)
         if self._async:
             return self._async_fs_backend()
-        return FsBackend(self.fs)
+        return LocalBackend(self.fs) if isinstance(self._fs, LocalFileSystem) else FsBackend(self.fs)
 
     def _async_fs_backend(self) -> AsyncFsBackend:
         fs = self.fs
