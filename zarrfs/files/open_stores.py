@@ -146,6 +146,6 @@ class OpenStores:
         with mount.lock:
             tree, mount.tree = mount.tree, None
         if tree is not None:
-            summary = tree.close()  # (its figures made only to be logged: a find closes every store it passes)
+            summary = tree.close()
             self.closed += 1
             log.debug("%s: closed (%s)", shown_url(mount.source.url), summary)

@@ -28,7 +28,6 @@ from typing import Any
 from ..conventions.bioformats2raw import METADATA_FILE, collection_metadata
 from ..conventions.resolve import SemanticsIndex
 from ..conventions.semantics import Semantics
-from ..engine.cache import CacheStats
 from ..engine.engine import Engine, SharedParts
 from ..errors import IsDirectoryError, NotFoundError, StoreError
 from ..options import EngineOptions
@@ -123,18 +122,6 @@ class RebuiltDocument(VirtualFile):
         return LayoutFile(self._layout()).open()
 
 
-class _CloseSummary:
-    """What a closed tree's engine did, as its `str` (a cache's figures turned into text only when logged)."""
-
-    __slots__ = ("_stats", "_requests", "_bytes")
-
-    def __init__(self, stats: CacheStats, requests: object, bytes_fetched: int) -> None:
-        self._stats, self._requests, self._bytes = stats, requests, bytes_fetched
-
-    def __str__(self) -> str:
-        return f"cache {self._stats.as_dict()}; store requests {self._requests}, bytes {self._bytes}"
-
-
 def _built(suffix: str, meta: ArrayMeta, semantics: Semantics, stem: str,
            alike: dict[str, Layout | LazyLayout | None] | None) -> Layout | LazyLayout | None:
     """`FORMATS[suffix]`'s layout of the array: the one of the arrays alike (`SharedLayouts.alike`), built
@@ -191,9 +178,8 @@ class VirtualTree:
         except BaseException:
             engine.close()
             raise
-        if layouts is None:
-            return cls(engine, suffixes, source_name(source))
-        return cls(engine, suffixes, source_name(source), _shared_layouts=layouts)
+        return cls(engine, suffixes, source_name(source),
+                   _shared_layouts=layouts if layouts is not None else SharedLayouts())
 
     def source_display_name(self) -> str:
         """The store as logs and `mount` show it (credentials redacted)."""
@@ -202,12 +188,12 @@ class VirtualTree:
     def source_is_local(self) -> bool:
         return self.engine.store.local_path("") is not None
 
-    def close(self) -> _CloseSummary:
-        """Stop the engine; a one-line summary of what it did, for the log (made when it is shown)."""
+    def close(self) -> str:
+        """Stop the engine; a one-line summary of what it did, for the log."""
+        stats = self.engine.cache.stats()
         store = self.engine.store
-        summary = _CloseSummary(self.engine.cache.stats(), store.requests, store.bytes_fetched)
         self.engine.close()
-        return summary
+        return f"cache {stats.as_dict()}; store requests {store.requests}, bytes {store.bytes_fetched}"
 
     def lookup(self, path: str) -> Entry:
         """The entry at a mount path like '/grp/arr.npy'."""
