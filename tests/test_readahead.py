@@ -7,11 +7,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
+import pytest
 import zarr
 
 from oracles import write_zarr
 from zarrfs.engine.engine import Engine
-from zarrfs.engine.readahead import LOCAL_READAHEAD_BYTES, WINDOW_BYTES, Readahead, ReadStream
+from zarrfs.engine.readahead import LOCAL_READAHEAD_BYTES, PASSED_SLACK, WINDOW_BYTES, Readahead, ReadStream
 
 
 def test_window_holds_budget_while_it_lives(tmp_path: Path, open_engine: Callable[..., Engine]) -> None:
@@ -85,11 +86,37 @@ def test_a_local_store_reads_ahead_by_a_bounded_reach_a_remote_one_by_the_budget
     reader = engine.reader(oracle.node)
     band = reader.readahead.band_bytes
     room = (engine.cache.budget_bytes - band - WINDOW_BYTES) // 2
-    assert reader.readahead.readahead_max == LOCAL_READAHEAD_BYTES < room
+    # Less the slack after which the band left behind is handed on (and one read): see the test below.
+    reach = LOCAL_READAHEAD_BYTES - reader.readahead.passed_slack - WINDOW_BYTES
+    assert reader.readahead.readahead_max == reach < room
     remote = Readahead("a", reader.grid, reader.meta.grid, reader.itemsize, reader.nbytes, engine.cache,
                        enabled=True, remote=True)
     assert remote.readahead_max == room
-    # A band larger than that: readahead still loads the next band whole.
+    # A band larger than that: readahead reaches into the next band, and so loads it whole.
     zarr.create_array(str(tmp_path / "wide.zarr"), shape=(2048, 1 << 16), chunks=(512, 1 << 16), dtype="<f4")
     wide = open_engine(str(tmp_path / "wide.zarr"), cache_bytes=1 << 30).reader("")
-    assert wide.readahead.band_bytes == 128 << 20 == wide.readahead.readahead_max
+    assert wide.readahead.band_bytes == 128 << 20
+    assert wide.readahead.readahead_max == (128 << 20) - PASSED_SLACK - WINDOW_BYTES
+
+
+def test_a_cold_pass_decodes_into_two_bands_of_fresh_memory(tmp_path: Path, open_engine: Callable[..., Engine],
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """A band-wise pass over an array larger than the cache takes memory fresh from the kernel (which
+    zeroes it first) for the band it reads and the band loaded ahead, and decodes every later band
+    into the memory of a band it left: readahead reaches the band after next only once the band
+    before is handed on. Reaching it earlier took a third band fresh (a sixth of a cold read's CPU)."""
+    import zarrfs.engine.readahead as readahead
+
+    monkeypatch.setattr(readahead, "LOCAL_READAHEAD_BYTES", 4 << 20)  # the reach of a 4 MiB band
+    data = np.resize(np.arange(251, dtype="<f4"), 1024 * 16384).reshape(1024, 16384)  # 64 MiB
+    oracle = write_zarr(tmp_path, data, zarr_format=3, chunks=(64, 4096))  # 1 MiB chunks, bands of 4
+    engine = open_engine(oracle.store, cache_bytes=32 << 20)
+    reader = engine.reader(oracle.node)
+    expected = data.tobytes()
+    stream = ReadStream()
+    step = 1 << 20
+    for start in range(0, len(expected), step):
+        assert reader.read(start, start + step, stream) == expected[start:start + step]
+    stats = engine.cache.stats()
+    assert stats.loads == 16 * 4, stats  # each chunk decoded once
+    assert stats.loads - stats.spares_reused <= 2 * 4, stats  # two bands of fresh memory

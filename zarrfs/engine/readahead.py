@@ -58,7 +58,8 @@ FULL_REACH_AFTER = 16 << 20
 # kernel's readahead keeps in flight (the mount sets 4 MiB for local stores).
 PASSED_SLACK = 8 << 20
 
-# On a local store, readahead reaches no further than this (or one band, if that is more). A chunk
+# On a local store, readahead reaches no further than this (or one band, if that is more; less the
+# slack by which a band counts as passed, `Readahead.__init__`). A chunk
 # file costs no round trip, so this is lookahead enough for the workers to decode ahead of the FUSE
 # transport; every byte more is memory the stream's first pass takes fresh from the kernel, which
 # zeroes it (a cold `dd` of a 1 GiB blosc-lz4 array with a 512 MiB cache: 300 MiB of first-pass
@@ -134,7 +135,11 @@ class Readahead:
         # half of what the cache has left after the band being read.
         room = max(0, budget_bytes - self.band_bytes - WINDOW_BYTES) // 2
         if not remote:
-            room = min(room, max(LOCAL_READAHEAD_BYTES, self.band_bytes))
+            # Short of the slack (and one read) by which the band left behind is handed on: the
+            # loads that reach into the next band but one start once the stream has passed the band
+            # before, and decode into its memory (a band-wise pass then takes two bands' worth of
+            # memory fresh from the kernel, not three).
+            room = min(room, max(LOCAL_READAHEAD_BYTES, self.band_bytes) - self.passed_slack - WINDOW_BYTES)
         self.readahead_max = min(readahead_max if readahead_max is not None else room, room) if enabled else 0
         self.step = self._step(read_grid, outer_grid, remote)
         # Said once, when a stream of the array first turns sequential: readers of tiles

@@ -155,6 +155,12 @@ class ArrayReader:
             if used:
                 self.cache.note_read([(self._key_prefix, c) for c in used])
         ahead = self.readahead.track(stream, start, stop)
+        # The bands left behind are handed on before the loads ahead start, so that those decode
+        # into their memory rather than into memory fresh from the kernel (buffers.py).
+        if stream.sequential:  # random reads (every pread) skip this
+            behind = self.readahead.passed(stream, start)
+            if behind:
+                self.cache.demote([(self._key_prefix, c) for c in behind], recycle=self._recycles)
         if ahead:
             values, pending = self.cache.get_many([(self._key_prefix, c) for c in ahead], self._load,
                                                   size_hint=self.unit_nbytes, prefetch=True, batch=self._batch)
@@ -162,10 +168,6 @@ class ArrayReader:
             if taken < len(ahead):
                 self.readahead.refused(stream, ahead[taken])
             self.source.fetch_ahead(self.readahead.fetch_ahead(stream))
-        if stream.sequential:  # random reads (every pread) skip this
-            behind = self.readahead.passed(stream, start)
-            if behind:
-                self.cache.demote([(self._key_prefix, c) for c in behind], recycle=self._recycles)
         self._allow_c(stream)  # after `passed`: the stretch it allows ends where readahead has work
         return stream.sequential
 
