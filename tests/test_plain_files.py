@@ -4,6 +4,7 @@ reads out of order (several are in flight at once, answered by different libfuse
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -33,8 +34,10 @@ def read(reader: PlainFileReader, offset: int, size: int = READ) -> bytes:
 
 
 @contextmanager
-def remote_file(tmp_path: Path, blocks: int, seed: int) -> Iterator[tuple[bytes, PlainFileReader, ChunkCache]]:
-    """A file of `blocks` blocks served over HTTP, open through the block cache: (its bytes, the reader, the cache)."""
+def remote_file(tmp_path: Path, blocks: int, seed: int, requests: Counter | None = None,
+                ) -> Iterator[tuple[bytes, PlainFileReader, ChunkCache]]:
+    """A file of `blocks` blocks served over HTTP, open through the block cache: (its bytes, the reader, the
+    cache); `requests` gets the server's count of requests per path when the server stops."""
     data = np.random.default_rng(seed).bytes(blocks * BLOCK)
     (tmp_path / "blob.bin").write_bytes(data)
     cache = ChunkCache(64 << 20, 4)
@@ -44,6 +47,8 @@ def remote_file(tmp_path: Path, blocks: int, seed: int) -> Iterator[tuple[bytes,
             yield data, reader, cache
         finally:
             reader.close()
+            if requests is not None:
+                requests.update(server.counter)
 
 
 def test_reads_out_of_order_in_a_stream_still_load_ahead(tmp_path: Path, blocks: None) -> None:
@@ -54,7 +59,7 @@ def test_reads_out_of_order_in_a_stream_still_load_ahead(tmp_path: Path, blocks:
         prefetches = cache.stats().prefetches
     assert all(got[offset] == data[offset:offset + READ] for offset in got)
     # The read at 0 loads blocks 1-4 ahead; the stream's later reads keep loading ahead past them.
-    assert prefetches > plain_files.AHEAD_BLOCKS, prefetches
+    assert prefetches > plain_files.FIRST_AHEAD_BLOCKS, prefetches
 
 
 def test_a_read_far_from_the_last_loads_nothing_ahead(tmp_path: Path, blocks: None) -> None:
@@ -64,3 +69,16 @@ def test_a_read_far_from_the_last_loads_nothing_ahead(tmp_path: Path, blocks: No
         assert read(reader, 10 * BLOCK + far) == data[10 * BLOCK + far:10 * BLOCK + far + READ]
         prefetches = cache.stats().prefetches
     assert prefetches == 0, prefetches
+
+
+def test_a_long_stream_asks_for_its_blocks_in_growing_ranges(tmp_path: Path, blocks: None) -> None:
+    """A sequential read of 512 blocks gets each byte right with a few dozen ranged GETs, not one per
+    block: each top-up of its reach is fetched as REQUESTS_PER_TOP_UP ranges, and the reach doubles."""
+    requests: Counter = Counter()
+    with remote_file(tmp_path, 512, 5, requests) as (data, reader, cache):
+        got = b"".join(read(reader, offset, 4 * READ) for offset in range(0, len(data), 4 * READ))
+        stats = cache.stats()
+    assert got == data
+    gets = requests["/blob.bin"]
+    assert stats.loads == 512, stats  # each block loaded once (those of a span by its one GET)
+    assert gets <= 512 // 8, requests  # 27 here; 512, one GET per block, before the reach grew
