@@ -82,3 +82,16 @@ def test_a_long_stream_asks_for_its_blocks_in_growing_ranges(tmp_path: Path, blo
     gets = requests["/blob.bin"]
     assert stats.loads == 512, stats  # each block loaded once (those of a span by its one GET)
     assert gets <= 512 // 8, requests  # 27 here; 512, one GET per block, before the reach grew
+
+
+def test_a_stream_that_starts_again_behind_loads_ahead_again(tmp_path: Path, blocks: None) -> None:
+    """A stream that jumped back and reads on from there loads ahead of its new place at once (not only
+    once it passes where the old stream's loads ahead reached)."""
+    with remote_file(tmp_path, 64, 6) as (data, reader, cache):
+        for offset in range(32 * BLOCK, 40 * BLOCK, 4 * READ):  # a stream in the second half
+            assert read(reader, offset, 4 * READ) == data[offset:offset + 4 * READ]
+        before = cache.stats().prefetches
+        for offset in (2 * BLOCK, 2 * BLOCK + 4 * READ):  # back near the start, then on from there
+            assert read(reader, offset, 4 * READ) == data[offset:offset + 4 * READ]
+        loaded = cache.stats().prefetches - before
+    assert loaded >= plain_files.FIRST_AHEAD_BLOCKS, loaded

@@ -101,8 +101,8 @@ class PlainFileReader:
             # order: the stream rule of the arrays' reads (served.py) tells them, not an exact offset.
             sequential = offset == 0 or continues_stream(self._next_offset, offset, stop)
             self._next_offset = max(self._next_offset, stop) if sequential else stop
-            if not sequential:
-                self._ahead = FIRST_AHEAD_BLOCKS
+            if not sequential:  # a new stream, wherever it goes next, starts its reach afresh
+                self._ahead, self._requested_until = FIRST_AHEAD_BLOCKS, 0
         values, futures = self._cache.get_many(keys, self._load_block, size_hint=BLOCK_BYTES)
         try:
             if sequential:
