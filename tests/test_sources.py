@@ -400,6 +400,26 @@ def test_mounted_with_a_file_held_open_detaches_lazily(hdf5_refs: ReferenceSet) 
         held.close()
 
 
+def test_mounted_detaches_even_when_its_unmount_fails_otherwise(hdf5_refs: ReferenceSet,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """An unmount stopped by anything but a busy mount (an interrupt while fusermount runs) still
+    detaches the mount lazily, and the error goes on to the caller: the mount never outlives the block."""
+    import zarrfs.fuse.mount as mount_module
+
+    real_unmount = mount_module.unmount
+
+    def stopped(mountpoint: str, lazy: bool = False) -> None:
+        if not lazy:
+            raise RuntimeError("stopped while unmounting")
+        real_unmount(mountpoint, lazy=True)
+
+    monkeypatch.setattr(mount_module, "unmount", stopped)
+    with pytest.raises(RuntimeError, match="stopped while unmounting"):
+        with zarrfs.mounted(hdf5_refs.json) as root:
+            assert (root / "plain.npy").exists()
+    assert not is_mounted(root)
+
+
 def test_mounted_reports_what_the_command_would(tmp_path: Path) -> None:
     with pytest.raises(ZarrfsError, match="does not exist"):
         with zarrfs.mounted(tmp_path / "missing.zarr"):

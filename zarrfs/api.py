@@ -111,6 +111,9 @@ def mounted(source: str | Path | None, mountpoint: str | Path | None = None, **o
             except MountError as exc:
                 log.warning("%s; detaching it lazily", exc)
                 unmount(str(root), lazy=True)
+            except BaseException:  # whatever stopped the unmount (an interrupt), the mount must not outlive the block
+                unmount(str(root), lazy=True)
+                raise
     finally:
         if created:
             shutil.rmtree(root, ignore_errors=True)
