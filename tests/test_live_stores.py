@@ -272,3 +272,22 @@ def test_an_s3_store_followed_while_written(tmp_path: Path) -> None:
                 assert failed.value.errno == errno.ESTALE
             wait_for(lambda: np.array_equal(np.load(mnt / "stack.npy"), planes(0, 4, offset=1)),
                      "the rewrite did not show")
+
+
+def test_an_s3_share_shows_the_stores_a_pipeline_adds(tmp_path: Path) -> None:
+    """A bucket prefix of stores mounted whole with `--metadata-ttl 1`: a store put there after the
+    mount's first listing appears within a TTL, its data right. fsspec's S3 client keeps every
+    listing until told otherwise; the mount is what decides when to list again."""
+    first, second = tmp_path / "share" / "day-1.zarr", tmp_path / "later" / "day-2.zarr"
+    zarr.create_array(str(first), shape=(8, 8), chunks=(4, 4), dtype="<u2")[...] = planes(0, 1)[0, :8, :8]
+    zarr.create_array(str(second), shape=(8, 8), chunks=(4, 4), dtype="<u2")[...] = planes(1, 1)[0, :8, :8]
+    with s3_server() as server:
+        server.client().create_bucket(Bucket="products")
+        server.upload("products", first, "share/day-1.zarr")
+        args = ("-S", "key=testing", "-S", "secret=testing", "-S", f"endpoint_url={server.endpoint}",
+                "-S", 'client_kwargs={"region_name": "us-east-1"}')
+        with mounted_many([remote_mount(tmp_path, "s3://products/share", *args, "--metadata-ttl", "1")]) as (mount,):
+            assert "day-1.zarr" in os.listdir(mount.root)
+            server.upload("products", second, "share/day-2.zarr")
+            wait_for(lambda: "day-2.zarr" in os.listdir(mount.root), "the added store did not show")
+            np.testing.assert_array_equal(np.load(mount.root / "day-2.zarr/day-2.npy"), planes(1, 1)[0, :8, :8])
