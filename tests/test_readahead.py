@@ -120,3 +120,25 @@ def test_a_cold_pass_decodes_into_two_bands_of_fresh_memory(tmp_path: Path, open
     stats = engine.cache.stats()
     assert stats.loads == 16 * 4, stats  # each chunk decoded once
     assert stats.loads - stats.spares_reused <= 2 * 4, stats  # two bands of fresh memory
+
+
+def test_a_late_read_of_the_kernels_readahead_stays_in_its_stream(tmp_path: Path,
+                                                                  open_engine: Callable[..., Engine]) -> None:
+    """The kernel keeps several readahead requests of a file in flight; one that waited for its chunks
+    comes to the reader after those behind it were answered. Up to PASSED_SLACK behind where the stream
+    got to it is the stream's: the stream keeps its band, its window and the band it would hand on.
+    Taken for a new random read, it dropped all three (a cold pass then took a band more of fresh memory)."""
+    data = np.resize(np.arange(251, dtype="<f4"), 1024 * 16384).reshape(1024, 16384)  # 64 MiB, bands of 4 MiB
+    oracle = write_zarr(tmp_path, data, zarr_format=3, chunks=(64, 4096))
+    engine = open_engine(oracle.store, cache_bytes=256 << 20)
+    reader = engine.reader(oracle.node)
+    expected = data.tobytes()
+    stream = ReadStream()
+    step = 1 << 20
+    for start in range(0, 16 * step, step):
+        assert reader.read(start, start + step, stream) == expected[start:start + step]
+    late = 16 * step - PASSED_SLACK
+    assert late < 16 * step - 4 * step  # farther behind than the reach of a read of its size
+    assert reader.read(late, late + step, stream) == expected[late:late + step]
+    assert stream.sequential and stream.band is not None and stream.window > 0
+    assert stream.next_offset == 16 * step  # the stream goes on from where it got to

@@ -179,9 +179,12 @@ class Readahead:
         """Note a read of [start, stop); the chunks to load ahead of it now (often none)."""
         first_read = stream.next_offset < 0
         # Reads the C path answered in the stretch it was allowed did not come here: the stream
-        # continues anywhere up to the stretch's end.
+        # continues anywhere up to the stretch's end. A read of a sequential stream that lands up to
+        # PASSED_SLACK behind where it got to is one of the kernel's readahead requests coming late
+        # (one that waited for its chunks while the C path answered those after it): still the stream.
         stream.sequential = continues_stream(stream.next_offset, start, stop) \
-            or 0 <= stream.next_offset <= start <= stream.c_until + stream_reach(stop - start)
+            or 0 <= stream.next_offset <= start <= stream.c_until + stream_reach(stop - start) \
+            or (stream.sequential and stream.next_offset - PASSED_SLACK <= start < stream.next_offset)
         stream.next_offset = max(stop, stream.next_offset) if stream.sequential else stop
         if not stream.sequential:
             stream.run_start = start
