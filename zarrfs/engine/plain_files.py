@@ -26,6 +26,8 @@ from ..byte_ranges import RangeRequest
 from ..errors import StoreError
 from ..stores.store import Store
 from .cache import ChunkCache
+from .chunks import coalesce
+from .geometry import Coords
 from .loads import Batch
 from .served import continues_stream
 
@@ -146,19 +148,15 @@ class PlainFileReader:
 
     def _load_span(self, keys: list[Any]) -> Iterator[tuple[Any, np.ndarray]]:
         """The blocks of `keys` (one span's, those not cached yet), one ranged GET per run of
-        neighbours. Each block is copied out, so that the cache's bytes are its entries' own: a
-        block evicted frees its memory even while the span's others stay."""
-        indexes = sorted(key[2] for key in keys)
-        runs: list[list[int]] = []
-        for index in indexes:
-            if runs and runs[-1][-1] == index - 1:
-                runs[-1].append(index)
-            else:
-                runs.append([index])
-        for run in runs:
-            data = np.frombuffer(self._get(run[0], run[-1] + 1), np.uint8)
-            for index in run:
-                at = (index - run[0]) * BLOCK_BYTES
+        neighbours (`coalesce`, as a shard's inner chunks). Each block is copied out, so that the
+        cache's bytes are its entries' own: a block evicted frees its memory even while the span's
+        others stay."""
+        blocks: list[tuple[Coords, int, int]] = [((key[2],), key[2] * BLOCK_BYTES, BLOCK_BYTES) for key in keys]
+        for run in coalesce(blocks, gap=0, limit=len(blocks) * BLOCK_BYTES):
+            first = run.start // BLOCK_BYTES
+            data = np.frombuffer(self._get(first, first + len(run.members)), np.uint8)
+            for (index,), offset, _ in run.members:
+                at = offset - run.start
                 yield self._block_key(index), data[at:at + BLOCK_BYTES].copy()
 
     def _get(self, first: int, stop_block: int) -> bytes | bytearray:

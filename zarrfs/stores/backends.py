@@ -49,7 +49,10 @@ class FsBackend:
         return self.fs.info(path)
 
     def ls(self, path: str) -> list[dict[str, Any]]:
-        self.fs.invalidate_cache(path)  # see AsyncFsBackend.ls
+        # Asked of the server every time: fsspec's object-store clients (s3fs, gcsfs) keep each listing
+        # until told otherwise, so a bucket prefix would show its stores as first listed however often
+        # the mount lists again. When to list again is the mount's to decide (--metadata-ttl).
+        self.fs.invalidate_cache(path)
         return self.fs.ls(path, detail=True)
 
     def exists(self, path: str) -> bool:
@@ -86,10 +89,7 @@ class AsyncFsBackend(FsBackend):
         return self.run(self.async_fs._info, path)
 
     def ls(self, path: str) -> list[dict[str, Any]]:
-        # Asked of the server every time: fsspec's object-store clients (s3fs, gcsfs) keep each listing
-        # until told otherwise, so a bucket prefix would show its stores as first listed however often
-        # the mount lists again. When to list again is the mount's to decide (--metadata-ttl).
-        self.async_fs.invalidate_cache(path)
+        self.async_fs.invalidate_cache(path)  # as FsBackend.ls
         return sync(self.async_fs.loop, self.async_fs._ls, path, detail=True, timeout=self.timeout)
 
     def exists(self, path: str) -> bool:
