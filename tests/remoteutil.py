@@ -249,7 +249,7 @@ def stalling_server(root: Path, stall: str) -> Iterator[StallingServer]:
 # -------------------------------------------------------------- fault proxy
 
 
-FAULTS = ("latency", "503", "reset", "truncate", "short", "corrupt", "stall")
+FAULTS = ("latency", "503", "reset", "truncate", "short", "corrupt", "stall", "pause")
 
 
 @dataclass
@@ -258,6 +258,7 @@ class Rule:
     match: re.Pattern[str]
     times: int | None  # None: every matching request
     seconds: float = 0.0  # latency / stall duration
+    nbytes: int = 0  # pause: the body's bytes sent before it
 
 
 @dataclass
@@ -268,8 +269,9 @@ class FaultProxy:
     without an answer), truncate (full Content-Length, half the body, then
     close), short (half the body with a matching Content-Length: a body cut
     by a broken proxy, detectable only by length or codec), corrupt (bytes
-    flipped, length kept), stall (headers, then nothing until `seconds` pass).
-    `down()` closes the listening socket (connections are refused), `up()`
+    flipped, length kept), stall (headers, then nothing until `seconds` pass),
+    pause (the first `nbytes` of the body, then the rest once `resume()`
+    is called; `paused` is set while it waits). `down()` closes the listening socket (connections are refused), `up()`
     listens again on the same port.
     """
 
@@ -281,17 +283,24 @@ class FaultProxy:
     _thread: threading.Thread | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _stop: threading.Event = field(default_factory=threading.Event)
+    paused: threading.Event = field(default_factory=threading.Event)
+    _resumed: threading.Event = field(default_factory=threading.Event)
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
+    def resume(self) -> None:
+        """Let a paused answer send the rest of its body."""
+        self._resumed.set()
+
     def inject(self, fault: str, match: str = ".", times: int | None = None, seconds: float = 0.0,
-               first: bool = False) -> None:
+               first: bool = False, nbytes: int = 0) -> None:
         """Add a rule after the others, or before them with `first` (ahead of a standing latency rule)."""
         assert fault in FAULTS, fault
         with self._lock:
-            self.rules.insert(0 if first else len(self.rules), Rule(fault, re.compile(match), times, seconds))
+            self.rules.insert(0 if first else len(self.rules),
+                              Rule(fault, re.compile(match), times, seconds, nbytes))
 
     def clear(self) -> None:
         with self._lock:
@@ -327,6 +336,7 @@ class FaultProxy:
 
     def close(self) -> None:
         self._stop.set()  # releases stalled handlers
+        self._resumed.set()  # and paused ones
         self.down()
 
 
@@ -380,6 +390,13 @@ class _FaultHandler(BaseHTTPRequestHandler):
             self.send_header(name, value)
         self.end_headers()
         if self.command == "HEAD":
+            return
+        if fault == "pause":
+            self.wfile.write(body[:rule.nbytes])
+            self.wfile.flush()
+            self.proxy.paused.set()
+            self.proxy._resumed.wait(STALL_LIMIT_S)
+            self.wfile.write(body[rule.nbytes:])
             return
         if fault == "truncate":
             self.wfile.write(body[: len(body) // 2])

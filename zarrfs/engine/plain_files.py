@@ -6,9 +6,9 @@ cache. A remote one is read in blocks of `BLOCK_BYTES` through the mount's
 chunk cache (one budget with the stores' chunks). A read that continues
 where the last one ended keeps blocks loading ahead of it: the reach starts
 at `FIRST_AHEAD_BLOCKS` and doubles with each top-up to `MAX_AHEAD_BYTES` (or
-a quarter of the budget), and each top-up is fetched as `REQUESTS_PER_TOP_UP`
-ranged GETs of whole blocks side by side, so a long stream makes a few
-large requests rather than one per block. Each block is checked against the
+a quarter of the budget); the top-ups read on one ranged GET to the file's
+end, each block served as its bytes arrive (over HTTP and S3), so a stream
+makes one request rather than one per block. Each block is checked against the
 size the listing gave: a file that changed size since it was listed fails
 the read (EIO) rather than mixing two versions.
 """
@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Iterator
+from collections import Counter
+from collections.abc import Generator, Iterator
 from typing import Any
 
 import numpy as np
@@ -35,14 +36,16 @@ from .served import continues_stream
 # flight already carry ~800 MB/s, and a block is small beside the cache budget.
 BLOCK_BYTES = 8 << 20
 # How far ahead of a sequential reader blocks load: this many blocks at first, doubling with each
-# top-up to MAX_AHEAD_BYTES (or a quarter of the budget). Every request costs a round trip and the
-# server's work per request (moto reads the whole object for each ranged GET); a long stream's
-# requests grow with its reach (32 MiB each at 128 MiB), and its reach stays bounded.
+# top-up to MAX_AHEAD_BYTES (or a quarter of the budget), so its reach stays bounded. The top-ups read
+# on, in turn, one GET to the file's end, as its body arrives: the body waits in the socket between
+# them (the server held back by TCP), and a block is served as soon as its own bytes are in. One GET
+# per stream: every request costs a round trip and the server's work per request (moto reads the
+# whole object for each ranged GET), and a stream that carries its reach's bytes needs no second.
 FIRST_AHEAD_BLOCKS = 4
 MAX_AHEAD_BYTES = 128 << 20
-# Ranged GETs per top-up, side by side: one stream of an object store carries less than several
-# (S3's guidance: 8-16 MiB ranges in parallel), and at the first reach each is one block.
-REQUESTS_PER_TOP_UP = 4
+# GETs left part-read per open file, for its stream's next top-up: one where the reader goes on, one
+# more for a top-up that started before the one ahead of it was read (it opened its own).
+PARKED_GETS = 2
 
 
 class PlainFileReader:
@@ -64,6 +67,12 @@ class PlainFileReader:
         self._max_ahead = max(FIRST_AHEAD_BLOCKS, min(MAX_AHEAD_BYTES, cache.budget_bytes // 4) // BLOCK_BYTES)
         self._ahead = FIRST_AHEAD_BLOCKS  # the stream's reach now, in blocks
         self._requested_until = 0  # blocks before this one were asked for ahead of the stream
+        # GETs that top-ups left part-read, by the offset of their next byte, for the next top-up to go on
+        # with; and how many being read now will be left at each offset.
+        self._parked: dict[int, Generator[bytes | bytearray, None, None]] = {}
+        self._arriving: Counter[int] = Counter()
+        self._gets_changed = threading.Condition(self._lock)
+        self._closed = False
         path = store.local_path(key)
         self._fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC) if path is not None else None
 
@@ -79,8 +88,12 @@ class PlainFileReader:
     def close(self) -> None:
         with self._lock:
             fd, self._fd = self._fd, None
+            parked, self._parked = self._parked, {}
+            self._closed = True
         if fd is not None:
             os.close(fd)
+        for pieces in parked.values():
+            pieces.close()
 
     # ------------------------------------------------------------- internal
 
@@ -105,10 +118,10 @@ class PlainFileReader:
             self._next_offset = max(self._next_offset, stop) if sequential else stop
             if not sequential:  # a new stream, wherever it goes next, starts its reach afresh
                 self._ahead, self._requested_until = FIRST_AHEAD_BLOCKS, 0
+        if sequential:  # the read's own blocks come first in the stream's GET
+            self._load_ahead(first)
         values, futures = self._cache.get_many(keys, self._load_block, size_hint=BLOCK_BYTES)
         try:
-            if sequential:
-                self._load_ahead(last + 1)
             for key, future in futures.items():
                 values[key] = future.result(timeout=self._timeout)
             for key in keys:
@@ -120,25 +133,23 @@ class PlainFileReader:
             self._cache.release({key: values.get(key) for key in keys if key in values})
         return stop - offset
 
-    def _load_ahead(self, after: int) -> None:
-        """Top up the blocks loading ahead of a stream whose last read ended in block `after - 1`:
-        once at least half its reach is missing, in REQUESTS_PER_TOP_UP spans of whole blocks."""
+    def _load_ahead(self, first: int) -> None:
+        """Top up the blocks loading for a stream whose read starts in block `first`: once at least half
+        its reach (from `first` on) is not asked for yet, with one GET for all of them."""
         with self._lock:
-            first = max(self._requested_until, after)
-            stop = min(self._blocks, after + self._ahead)
-            if first >= stop or (stop - first < self._ahead // 2 and stop < self._blocks):
+            start = max(self._requested_until, first)
+            stop = min(self._blocks, first + self._ahead)
+            if start >= stop or (stop - start < self._ahead // 2 and stop < self._blocks):
                 return
             self._requested_until = stop
-            reach, self._ahead = self._ahead, min(self._max_ahead, 2 * self._ahead)
-        span = max(1, reach // REQUESTS_PER_TOP_UP)
-        keys = [self._block_key(index) for index in range(first, stop)]
-        spans = Batch(lambda key: (key[2] - first) // span, self._load_span)
+            self._ahead = min(self._max_ahead, 2 * self._ahead)
+        keys = [self._block_key(index) for index in range(start, stop)]
         values, futures = self._cache.get_many(keys, self._load_block, size_hint=BLOCK_BYTES, prefetch=True,
-                                               batch=spans)
+                                               batch=Batch(lambda key: 0, self._load_span))
         taken = len(values) + len(futures)  # the cache takes keys in order until it has no room
         if taken < len(keys):
             with self._lock:  # a later read asks for the rest
-                self._requested_until = min(self._requested_until, first + taken)
+                self._requested_until = min(self._requested_until, start + taken)
 
     def _block_key(self, index: int) -> tuple[str, tuple[str, str, int, int | None], int]:
         return ("plain-file", self.version, index)
@@ -147,24 +158,63 @@ class PlainFileReader:
         return np.frombuffer(self._get(key[2], key[2] + 1), np.uint8)
 
     def _load_span(self, keys: list[Any]) -> Iterator[tuple[Any, np.ndarray]]:
-        """The blocks of `keys` (one span's, those not cached yet), one ranged GET per run of
-        neighbours (`coalesce`, as a shard's inner chunks). Each block is copied out, so that the
-        cache's bytes are its entries' own: a block evicted frees its memory even while the span's
-        others stay."""
+        """The blocks of `keys` (one top-up's, those not cached yet), each handed to the cache as soon as
+        its bytes are in: a stream's reader waits for the block it reads, not for a whole GET. Each run
+        of neighbours (`coalesce`) goes on with a GET an earlier top-up left where the run starts, else
+        opens one to the file's end (`Store.get_range_pieces`); it is left at the run's end after."""
         blocks: list[tuple[Coords, int, int]] = [((key[2],), key[2] * BLOCK_BYTES, BLOCK_BYTES) for key in keys]
         for run in coalesce(blocks, gap=0, limit=len(blocks) * BLOCK_BYTES):
-            first = run.start // BLOCK_BYTES
-            data = np.frombuffer(self._get(first, first + len(run.members)), np.uint8)
-            for (index,), offset, _ in run.members:
-                at = offset - run.start
-                yield self._block_key(index), data[at:at + BLOCK_BYTES].copy()
+            first, last = run.start // BLOCK_BYTES, run.start // BLOCK_BYTES + len(run.members)
+            end = min(self.size, last * BLOCK_BYTES)
+            pieces = self._take_get(run.start, end)
+            try:
+                for index in range(first, last):
+                    piece = next(pieces, None)
+                    if piece is None or len(piece) != min(BLOCK_BYTES, self.size - index * BLOCK_BYTES):
+                        raise self._changed(index * BLOCK_BYTES, end, "fewer bytes")
+                    yield self._block_key(index), np.frombuffer(piece, np.uint8)
+            except BaseException:
+                self._leave_get(end, None)
+                pieces.close()
+                raise
+            self._leave_get(end, pieces)
+
+    def _take_get(self, offset: int, end: int) -> Generator[bytes | bytearray, None, None]:
+        """A GET whose next byte is at `offset`: the one a top-up being read now will leave there (waited
+        for: the stream's top-ups read one GET in turn), else one left there, else a new one to the file's
+        end. `end`: where this run will leave it."""
+        with self._gets_changed:
+            self._arriving[end] += 1  # first: a top-up after this one waits for it even while it waits
+            while self._arriving[offset]:
+                self._gets_changed.wait()
+            pieces = self._parked.pop(offset, None)
+        return pieces or self.store.get_range_pieces(self.key, RangeRequest(offset, self.size), BLOCK_BYTES)
+
+    def _leave_get(self, end: int, pieces: Generator[bytes | bytearray, None, None] | None) -> None:
+        """A run that ended at `end` leaves its GET there for the next top-up (None: it failed). At most
+        `PARKED_GETS` wait, the furthest on; none at the file's end or once the file is closed."""
+        closing: list[Generator[bytes | bytearray, None, None]] = []
+        with self._gets_changed:
+            self._arriving[end] -= 1
+            if pieces is not None:
+                if end < self.size and not self._closed:
+                    self._parked[end] = pieces
+                else:
+                    closing.append(pieces)
+            while len(self._parked) > PARKED_GETS:
+                closing.append(self._parked.pop(min(self._parked)))
+            self._gets_changed.notify_all()
+        for stale in closing:
+            stale.close()
 
     def _get(self, first: int, stop_block: int) -> bytes | bytearray:
         """The file's bytes of blocks [first, stop_block), checked against its listed size."""
         start, stop = first * BLOCK_BYTES, min(self.size, stop_block * BLOCK_BYTES)
         data = self.store.get_range(self.key, RangeRequest(start, stop))
         if data is None or len(data) != stop - start:
-            got = "nothing" if data is None else f"{len(data)} bytes"
-            raise StoreError(f"{self.store.display_name}: {self.key}: bytes [{start}:{stop}] came back as {got}: "
-                             f"the file changed since it was listed ({self.size} bytes)")
+            raise self._changed(start, stop, "nothing" if data is None else f"{len(data)} bytes")
         return data
+
+    def _changed(self, start: int, stop: int, got: str) -> StoreError:
+        return StoreError(f"{self.store.display_name}: {self.key}: bytes [{start}:{stop}] came back as {got}: "
+                          f"the file changed since it was listed ({self.size} bytes)")

@@ -33,6 +33,8 @@ from __future__ import annotations
 import http.client
 import threading
 import time
+from collections.abc import Generator
+from typing import NamedTuple
 from urllib.parse import quote, urljoin, urlsplit
 
 from ..versions import package_version
@@ -48,6 +50,14 @@ VALIDATORS = ("ETag", "Last-Modified")
 CONDITIONS = {"ETag": "If-None-Match", "Last-Modified": "If-Modified-Since"}
 # Percent-escapes in the URL stay as they are; what would not survive a request line is escaped.
 _SAFE = "/%:@!$&'()*+,;=-._~"
+
+
+class _Opened(NamedTuple):
+    """A GET's answer whose body is still to be read, and the pooled connection it came on."""
+
+    key: tuple[str, str]  # (scheme, host:port): the pool it goes back to
+    connection: http.client.HTTPConnection
+    response: http.client.HTTPResponse
 
 
 class HttpReader:
@@ -86,22 +96,73 @@ class HttpReader:
         body, _, got = self._answer(url, _range(start, end), conditions)
         return body, got
 
+    def pieces(self, url: str, start: int, stop: int, piece: int) -> Generator[bytearray, None, None]:
+        """Bytes [start, stop) of `url` from one GET, in pieces of `piece` bytes (the last one shorter, and
+        fewer bytes if the object ends first) as its body arrives; each piece gets `timeout` seconds.
+        From a server that ignores Range, the whole body comes and the bytes before `start` are dropped."""
+        deadline = time.monotonic() + self.timeout
+        opened = self._open(url, _range(start, stop), deadline, {})
+        connection, response = opened.connection, opened.response
+        try:
+            if response.status == 304:  # (asked for no condition: a broken server)
+                raise OSError(f"HTTP 304 for an unconditional GET of {url}")
+            # 206 is the range asked for; 200 the whole object, read from its start.
+            at, wanted = (0, start) if response.status == 200 else (start, start)
+            while at < stop:
+                nbytes = min(piece, stop - at, wanted - at) if at < wanted else min(piece, stop - at)
+                body = _read_piece(connection, response, nbytes, time.monotonic() + self.timeout)
+                if at >= wanted and body:
+                    yield body
+                at += len(body)
+                if len(body) < nbytes:  # the object ended first
+                    break
+        except BaseException:  # a failure or a reader that stopped early: the connection has unread bytes
+            connection.close()
+            raise
+        if not response.isclosed():  # the rest of a whole object, not read
+            connection.close()
+            return
+        self._give_back(opened.key, connection, response)
+
     def _answer(self, url: str, byte_range: str | None, conditions: dict[str, str],
                 ) -> tuple[bytes | bytearray | None, str | None, dict[str, str]]:
+        """(the body of one GET (None: 304), its media type, its validators)."""
         deadline = time.monotonic() + self.timeout
+        opened = self._open(url, byte_range, deadline, conditions)
+        connection, response = opened.connection, opened.response
+        validators = {name: value for name in VALIDATORS if (value := response.getheader(name))}
+        if (date := response.getheader("Date")) and validators:  # the server's clock, for Last-Modified
+            validators["Date"] = date
+        try:
+            if response.status == 304:
+                response.read()  # no body to keep
+                answer: tuple[bytes | bytearray | None, str | None, dict[str, str]] = None, None, validators
+            else:
+                media_type = response.getheader("Content-Type")
+                answer = _read_body(connection, response, deadline), \
+                    media_type.partition(";")[0].strip() if media_type else None, validators
+        except BaseException:
+            # A connection that failed half-way has unread bytes or none: never reuse it.
+            connection.close()
+            raise
+        self._give_back(opened.key, connection, response)
+        return answer
+
+    def _open(self, url: str, byte_range: str | None, deadline: float, conditions: dict[str, str]) -> _Opened:
+        """A GET of `url` whose answer (redirects followed) is a success or 304, its body not yet read."""
         for _ in range(MAX_REDIRECTS + 1):
-            answer = self._get(url, byte_range, deadline, conditions)
-            if isinstance(answer, str):
-                url = urljoin(url, answer)
-                if self._rule is not None:
-                    url = self._rule.check(url, what="redirect to")
-                continue
-            return answer
+            answer = self._send_get(url, byte_range, deadline, conditions)
+            if isinstance(answer, _Opened):
+                return answer
+            url = urljoin(url, answer)
+            if self._rule is not None:
+                url = self._rule.check(url, what="redirect to")
         raise OSError(f"more than {MAX_REDIRECTS} redirects from {url}")
 
-    def _get(self, url: str, byte_range: str | None, deadline: float, conditions: dict[str, str],
-             ) -> tuple[bytes | bytearray | None, str | None, dict[str, str]] | str:
-        """(the body of one GET (None: 304), its media type, its validators), or where a redirect points."""
+    def _send_get(self, url: str, byte_range: str | None, deadline: float, conditions: dict[str, str],
+                  ) -> _Opened | str:
+        """One GET: its answer with the body unread (a success or 304), or where a redirect points. A
+        missing object raises FileNotFoundError, any other error status OSError."""
         parts = urlsplit(url)
         if parts.scheme not in ("http", "https"):
             raise OSError(f"a redirect to {parts.scheme}: is not followed")
@@ -123,27 +184,18 @@ class HttpReader:
                 connection.close()
                 connection, _ = self._connection(key, deadline, fresh=True)
                 response = _send(connection, target, headers, deadline)
-            validators = {name: value for name in VALIDATORS if (value := response.getheader(name))}
-            if (date := response.getheader("Date")) and validators:  # the server's clock, for Last-Modified
-                validators["Date"] = date
-            if response.status in _REDIRECT_STATUS or response.status >= 400 or response.status == 304:
-                response.read()  # no body to keep
-                answer: tuple[bytes | bytearray | None, str | None, dict[str, str]] | str | Exception
-                if response.status == 304:
-                    answer = None, None, validators
-                elif response.status in _REDIRECT_STATUS:
-                    answer = response.getheader("Location") or ""
-                elif response.status in _MISSING_STATUS:
-                    answer = FileNotFoundError(url)
-                else:
-                    answer = OSError(f"HTTP {response.status} {response.reason} for {url}")
+            if response.status not in _REDIRECT_STATUS and response.status < 400:
+                return _Opened(key, connection, response)
+            response.read()  # no body to keep
+            answer: str | Exception
+            if response.status in _REDIRECT_STATUS:
+                answer = response.getheader("Location") or ""
+            elif response.status in _MISSING_STATUS:
+                answer = FileNotFoundError(url)
             else:
-                media_type = response.getheader("Content-Type")
-                answer = _read_body(connection, response, deadline), \
-                    media_type.partition(";")[0].strip() if media_type else None, validators
+                answer = OSError(f"HTTP {response.status} {response.reason} for {url}")
         except BaseException:
-            # A connection that failed half-way has unread bytes or none: never reuse it.
-            connection.close()
+            connection.close()  # unread bytes or none: never reused
             raise
         self._give_back(key, connection, response)
         if isinstance(answer, Exception):
@@ -207,6 +259,29 @@ def _send(connection: http.client.HTTPConnection, target: str, headers: dict[str
     connection.request("GET", target, headers=headers)
     _wait_at_most(connection, deadline)
     return connection.getresponse()
+
+
+def _read_piece(connection: http.client.HTTPConnection, response: http.client.HTTPResponse, nbytes: int,
+                deadline: float) -> bytearray:
+    """The next `nbytes` of the body (fewer where the body ends first), by `deadline`."""
+    piece = bytearray(nbytes)
+    view = memoryview(piece)
+    filled = 0
+    try:
+        while filled < nbytes:
+            _wait_at_most(connection, deadline)
+            got = response.readinto(view[filled:])
+            if not got:  # the body's end; before its Content-Length, the connection was lost
+                if response.length:
+                    raise http.client.IncompleteRead(b"", response.length)
+                break
+            filled += got
+    except TimeoutError as exc:
+        raise TimeoutError(f"the body stopped arriving ({filled} of {nbytes} bytes of a piece)") from exc
+    finally:
+        view.release()
+    del piece[filled:]
+    return piece
 
 
 def _read_body(connection: http.client.HTTPConnection, response: http.client.HTTPResponse,

@@ -12,7 +12,7 @@ import logging
 import random
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from typing import Any, TypeVar
 
 from ..errors import StoreError
@@ -81,8 +81,8 @@ class Requests:
 
     def call(self, what: str, operation: Callable[[], T]) -> T:
         """`operation()`, one store operation, with retries; the errors of MISSING pass through."""
-        tries = self.options.retries + 1
-        for attempt in range(tries):
+        tries, attempt = self.options.retries + 1, 0
+        while True:
             with self._slots:
                 self.stats.started()
                 nbytes = 0
@@ -92,28 +92,72 @@ class Requests:
                     return result
                 except MISSING:
                     raise
-                except TimeoutError:
-                    error = f"no complete answer within {self.options.timeout:g} s"
-                except _PERMANENT as exc:
-                    self.stats.count("failures")
-                    raise StoreError(f"{self.display_name}: {what} refused: {exc}") from exc
                 except Exception as exc:  # noqa: BLE001 - backends raise aiohttp, botocore and OS errors alike
-                    # Transient until proven otherwise: 5xx answers, resets,
-                    # truncated bodies, refused connections while a server restarts. A backend
-                    # marks what no retry changes `permanent` (a damaged Icechunk file).
-                    error = redact_url(f"{type(exc).__name__}: {exc}".strip().rstrip(":"))
-                    if getattr(exc, "permanent", False) is True:
-                        self.stats.count("failures")
-                        raise StoreError(f"{self.display_name}: {what} failed: {error}") from exc
+                    error = self._transient(what, exc)
                 finally:
                     self.stats.finished(nbytes)
-            if attempt + 1 < tries:
-                self.stats.count("retries")
-                delay = min(MAX_BACKOFF, self.options.retry_backoff * 2**attempt) * random.uniform(0.5, 1.0)
-                log.debug("%s: %s: %s; retrying in %.2f s", self.display_name, what, error, delay)
-                time.sleep(delay)
-        self.stats.count("failures")
-        raise StoreError(f"{self.display_name}: {what} failed after {tries} tries: {error}")
+            self._back_off(what, error, attempt, tries)
+            attempt += 1
+
+    def stream(self, what: str, open_at: Callable[[int], Generator[bytes | bytearray, None, None]],
+               start: int) -> Generator[bytes | bytearray, None, None]:
+        """The pieces that `open_at(offset)` yields (one request for the bytes from `offset` to the stream's
+        end), from `start`. A slot is held while a piece arrives, not between pieces: a stream its reader
+        has not finished (a file read part-way) keeps its connection, never a slot other reads wait
+        for. A try that fails part-way is tried again from the byte it got to, as `call` tries again
+        (the tries are the stream's, not each piece's); a body that ends early ends the stream (the
+        object is shorter than asked)."""
+        tries, attempt, at = self.options.retries + 1, 0, start
+        while True:
+            self.stats.started()
+            nbytes = 0
+            try:
+                pieces = open_at(at)
+                try:
+                    while True:
+                        with self._slots:
+                            piece = next(pieces, None)
+                        if piece is None:
+                            return
+                        nbytes += len(piece)
+                        at += len(piece)
+                        yield piece
+                finally:
+                    pieces.close()
+            except MISSING:
+                raise
+            except Exception as exc:  # noqa: BLE001 - as in `call`
+                error = self._transient(what, exc)
+            finally:
+                self.stats.finished(nbytes)
+            self._back_off(what, error, attempt, tries)
+            attempt += 1
+
+    def _transient(self, what: str, exc: Exception) -> str:
+        """What a failed try says, when another try may succeed; else the StoreError that ends it."""
+        if isinstance(exc, TimeoutError):
+            return f"no complete answer within {self.options.timeout:g} s"
+        error = redact_url(f"{type(exc).__name__}: {exc}".strip().rstrip(":"))
+        # Transient until proven otherwise: 5xx answers, resets, truncated bodies, refused connections
+        # while a server restarts. A backend marks what no retry changes `permanent` (a damaged
+        # Icechunk file); a refusal (_PERMANENT) is final too.
+        if isinstance(exc, _PERMANENT):
+            self.stats.count("failures")
+            raise StoreError(f"{self.display_name}: {what} refused: {exc}") from exc
+        if getattr(exc, "permanent", False) is True:
+            self.stats.count("failures")
+            raise StoreError(f"{self.display_name}: {what} failed: {error}") from exc
+        return error
+
+    def _back_off(self, what: str, error: str, attempt: int, tries: int) -> None:
+        """Wait before try `attempt + 2`, or raise the StoreError of the last try."""
+        if attempt + 1 >= tries:
+            self.stats.count("failures")
+            raise StoreError(f"{self.display_name}: {what} failed after {tries} tries: {error}")
+        self.stats.count("retries")
+        delay = min(MAX_BACKOFF, self.options.retry_backoff * 2**attempt) * random.uniform(0.5, 1.0)
+        log.debug("%s: %s: %s; retrying in %.2f s", self.display_name, what, error, delay)
+        time.sleep(delay)
 
 
 def _body_nbytes(result: object) -> int:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from typing import Any
 
 import fsspec
@@ -32,6 +32,7 @@ from .http import HttpReader
 from .listing import Listed, listed_under, local_entries
 from .opening import open_icechunk, open_source
 from .requests import MISSING, Requests, StoreStats
+from .s3_stream import s3_pieces
 from .trust import Refusal
 from .versioned import ABSENT, Versioned, http_version, read_local, remote_versioned, s3_get
 
@@ -168,6 +169,33 @@ class Store:
     def get_range(self, key: str, byte_range: ByteRequest) -> bytes | bytearray | None:
         """The bytes of `key` that `byte_range` asks for (fewer past its end), or None if it does not exist."""
         return self._read(key, byte_range)
+
+    def get_range_pieces(self, key: str, span: RangeRequest, piece: int) -> Generator[bytes | bytearray, None, None]:
+        """The bytes `span` asks for of `key`, in pieces of `piece` bytes (the last one shorter; fewer bytes,
+        or none, if the object is shorter or missing). Over plain HTTP and S3 without a disk cache they
+        come from one request, each piece handed on as it arrives (a failure part-way goes on from the
+        byte it got to); from any other store, from one `get_range`, cut up."""
+        open_at = self._streamed(key, span.end, piece) if self.disk_cache is None else None
+        if open_at is None:
+            data = self.get_range(key, span)
+            view = memoryview(data or b"")
+            for at in range(0, len(view), piece):
+                yield bytes(view[at:at + piece])  # each piece its own buffer, as a streamed one is
+            return
+        try:
+            yield from self._requests.stream(f"reading {key!r} [{span.start}:{span.end}]", open_at, span.start)
+        except MISSING:
+            return
+
+    def _streamed(self, key: str, stop: int,
+                  piece: int) -> Callable[[int], Generator[bytes | bytearray, None, None]] | None:
+        """How to stream `key`'s bytes from an offset to `stop` (HTTP, S3), or None where the backend cannot."""
+        backend, path = self._backend, self._path(key)
+        if isinstance(backend, HttpBackend):
+            return lambda start: backend.reader.pieces(path, start, stop, piece)
+        if isinstance(backend, AsyncFsBackend) and hasattr(backend.async_fs, "_call_s3"):  # s3fs
+            return lambda start: s3_pieces(backend, path, start, stop, piece)
+        return None
 
     def get_run(self, key: str, span: RangeRequest, pieces: list[tuple[int, int]]) -> bytes | bytearray | None:
         """The bytes `span` asks for of `key` in one request, as `get_range`; `pieces` are the ranges
