@@ -86,11 +86,11 @@ def timed(command: list[str], **kwargs: object) -> tuple[float, subprocess.Compl
     return time.perf_counter() - start, done
 
 
-def zarrfs_run(source: str, mountpoint: Path, log: Path) -> dict[str, float | int | None]:
-    """One mount, `ls`, `find`, and unmount (always)."""
+def zarrfs_run(source: str, mountpoint: Path, log: Path, extra: list[str]) -> dict[str, float | int | None]:
+    """One mount (with `extra` arguments), `ls`, `find`, and unmount (always)."""
     mountpoint.mkdir(exist_ok=True)
     try:
-        mount_s, mounted = timed([*ZARRFS, "mount", source, str(mountpoint), "--log-file", str(log)])
+        mount_s, mounted = timed([*ZARRFS, "mount", source, str(mountpoint), "--log-file", str(log), *extra])
         if mounted.returncode != 0:
             raise RuntimeError(f"zarrfs mount failed: {mounted.stderr.strip()}")
         ls_s, _ = timed(["ls", str(mountpoint)])
@@ -122,8 +122,10 @@ def main() -> None:
     parser.add_argument("--data", type=Path, default=Path("/tmp/zarrfs-bench-discovery"))
     parser.add_argument("--writer", default=sys.executable)
     parser.add_argument("--no-local", action="store_true", help="skip the local-disk runs")
+    parser.add_argument("--mount-args", default="", help="more arguments for `zarrfs mount`: '--max-concurrency 64'")
     args = parser.parse_args()
     names = args.stores.split(",")
+    extra = args.mount_args.split()
     subprocess.run([args.writer, str(HERE / "discovery_stores.py"), str(args.data), *names], check=True)
     report = {}
     with tempfile.TemporaryDirectory(prefix="zarrfs-bench-discovery-") as scratch:
@@ -134,13 +136,13 @@ def main() -> None:
                 url = f"{base}/{store.name}"
                 for _ in range(args.repeat):
                     server_stats(base)
-                    run = zarrfs_run(url, Path(scratch) / "mnt", Path(scratch) / f"{name}.log")
+                    run = zarrfs_run(url, Path(scratch) / "mnt", Path(scratch) / f"{name}.log", extra)
                     runs["zarrfs_http"].append({**run, **server_stats(base)})
                     run = peer_run(url)
                     runs["peer_http"].append({**run, **server_stats(base)})
                     if not args.no_local:
                         runs["zarrfs_local"].append(zarrfs_run(str(store), Path(scratch) / "mnt",
-                                                               Path(scratch) / f"{name}.local.log"))
+                                                               Path(scratch) / f"{name}.local.log", extra))
             summary = {side: {key: median(side_runs, key) for key in side_runs[0]} for side, side_runs in runs.items()
                        if side_runs}
             # The whole walk: the mount returns before its root is listed, so the first `ls` counts too.

@@ -183,6 +183,8 @@ class PlainFileReader:
         """A GET whose next byte is at `offset`: the one a top-up being read now will leave there (waited
         for: the stream's top-ups read one GET in turn), else one left there, else a new one to the file's
         end. `end`: where this run will leave it."""
+        if not self.store.streams:  # the run's bytes in one answer: nothing to go on with after
+            return self.store.get_range_pieces(self.key, RangeRequest(offset, end), BLOCK_BYTES)
         with self._gets_changed:
             self._arriving[end] += 1  # first: a top-up after this one waits for it even while it waits
             while self._arriving[offset]:
@@ -193,6 +195,10 @@ class PlainFileReader:
     def _leave_get(self, end: int, pieces: Generator[bytes | bytearray, None, None] | None) -> None:
         """A run that ended at `end` leaves its GET there for the next top-up (None: it failed). At most
         `PARKED_GETS` wait, the furthest on; none at the file's end or once the file is closed."""
+        if not self.store.streams:
+            if pieces is not None:
+                pieces.close()
+            return
         closing: list[Generator[bytes | bytearray, None, None]] = []
         with self._gets_changed:
             self._arriving[end] -= 1

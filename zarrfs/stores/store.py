@@ -170,32 +170,36 @@ class Store:
         """The bytes of `key` that `byte_range` asks for (fewer past its end), or None if it does not exist."""
         return self._read(key, byte_range)
 
+    @property
+    def streams(self) -> bool:
+        """Whether `get_range_pieces` hands each piece on as it arrives (over plain HTTP and S3, without a
+        disk cache), rather than once the whole range is in."""
+        backend = self._backend
+        return self.disk_cache is None and (isinstance(backend, HttpBackend) or (
+            isinstance(backend, AsyncFsBackend) and hasattr(backend.async_fs, "_call_s3")))  # s3fs
+
     def get_range_pieces(self, key: str, span: RangeRequest, piece: int) -> Generator[bytes | bytearray, None, None]:
         """The bytes `span` asks for of `key`, in pieces of `piece` bytes (the last one shorter; fewer bytes,
-        or none, if the object is shorter or missing). Over plain HTTP and S3 without a disk cache they
-        come from one request, each piece handed on as it arrives (a failure part-way goes on from the
-        byte it got to); from any other store, from one `get_range`, cut up."""
-        open_at = self._streamed(key, span.end, piece) if self.disk_cache is None else None
-        if open_at is None:
-            data = self.get_range(key, span)
-            view = memoryview(data or b"")
+        or none, if the object is shorter or missing). Where the store `streams`, from one request whose
+        body is read a piece at a time (a failure part-way goes on from the byte it got to); else from one
+        `get_range`, cut up."""
+        if not self.streams:
+            view = memoryview(self.get_range(key, span) or b"")
             for at in range(0, len(view), piece):
                 yield bytes(view[at:at + piece])  # each piece its own buffer, as a streamed one is
             return
+        backend, path, stop = self._backend, self._path(key), span.end
+
+        def open_at(start: int) -> Generator[bytes | bytearray, None, None]:
+            if isinstance(backend, HttpBackend):
+                return backend.reader.pieces(path, start, stop, piece)
+            assert isinstance(backend, AsyncFsBackend)
+            return s3_pieces(backend, path, start, stop, piece)
+
         try:
             yield from self._requests.stream(f"reading {key!r} [{span.start}:{span.end}]", open_at, span.start)
         except MISSING:
             return
-
-    def _streamed(self, key: str, stop: int,
-                  piece: int) -> Callable[[int], Generator[bytes | bytearray, None, None]] | None:
-        """How to stream `key`'s bytes from an offset to `stop` (HTTP, S3), or None where the backend cannot."""
-        backend, path = self._backend, self._path(key)
-        if isinstance(backend, HttpBackend):
-            return lambda start: backend.reader.pieces(path, start, stop, piece)
-        if isinstance(backend, AsyncFsBackend) and hasattr(backend.async_fs, "_call_s3"):  # s3fs
-            return lambda start: s3_pieces(backend, path, start, stop, piece)
-        return None
 
     def get_run(self, key: str, span: RangeRequest, pieces: list[tuple[int, int]]) -> bytes | bytearray | None:
         """The bytes `span` asks for of `key` in one request, as `get_range`; `pieces` are the ranges
