@@ -42,21 +42,30 @@ MMAP_THRESHOLD = 32 << 20
 # requests: with the default caches its RSS creeps up over hours. No cache at all costs the fast
 # codecs' cold reads a tenth of their speed; one block of each size per thread keeps the speed
 # and caches 7 times fewer blocks (the soaks behind this: docs/performance-history.md).
-# glibc reads this only when a process starts.
-ALLOCATOR_TUNABLE = "glibc.malloc.tcache_count"
-ALLOCATOR_SETTING = f"{ALLOCATOR_TUNABLE}=1"
+#
+# And the heap asks for transparent huge pages (`hugetlb=1`: madvise, where the kernel's THP mode is
+# `madvise`; nothing changes under `never`): memory the heap takes afresh (the first pass's chunks,
+# an ordinary file's blocks) then faults in 2 MiB at a time, not 4 KiB. Paired cold `dd` of the 1 GiB
+# blosc-lz4 array: 0.93x the time and the CPU (10 pairs); peak RSS of a stream with a 256 MiB budget
+# as before; after `find` of a share of 10,000 stores 7-10 MiB more (huge pages of the heap).
+#
+# glibc reads these only when a process starts; a setting the user gave stands.
+ALLOCATOR_TUNABLES = {"glibc.malloc.tcache_count": "1", "glibc.malloc.hugetlb": "1"}
+ALLOCATOR_SETTING = ":".join(f"{name}={value}" for name, value in ALLOCATOR_TUNABLES.items())
 
 
 def allocator_environment(environ: Mapping[str, str]) -> dict[str, str] | None:
-    """`environ` with glibc's per-thread caches cut to one block of each size, for a daemon about to
-    start; None when it needs no change (the C library is not glibc, or GLIBC_TUNABLES already
-    sets the cache)."""
+    """`environ` with glibc's per-thread caches cut to one block of each size and huge pages asked for,
+    for a daemon about to start; None when it needs no change (the C library is not glibc, or
+    GLIBC_TUNABLES already sets both)."""
     if not _is_glibc():
         return None
     tunables = environ.get("GLIBC_TUNABLES", "")
-    if any(item.partition("=")[0] == ALLOCATOR_TUNABLE for item in tunables.split(":")):
-        return None  # the user's choice stands
-    return {**environ, "GLIBC_TUNABLES": f"{tunables}:{ALLOCATOR_SETTING}" if tunables else ALLOCATOR_SETTING}
+    given = {item.partition("=")[0] for item in tunables.split(":")}
+    missing = ":".join(f"{name}={value}" for name, value in ALLOCATOR_TUNABLES.items() if name not in given)
+    if not missing:
+        return None  # the user's choices stand
+    return {**environ, "GLIBC_TUNABLES": f"{tunables}:{missing}" if tunables else missing}
 
 
 def _is_glibc() -> bool:
