@@ -164,6 +164,25 @@ def test_a_stream_cut_part_way_goes_on_from_the_block_it_got_to(tmp_path: Path, 
         RangesLogged.ranges
 
 
+def test_a_stream_that_stalls_part_way_goes_on_from_a_new_get(tmp_path: Path, blocks: None) -> None:
+    """A GET whose body stops arriving (the server holds it) fails its piece after the timeout and goes on
+    from the block it got to with another GET; the reader gets every byte right."""
+    data = np.random.default_rng(12).bytes(16 * BLOCK)
+    (tmp_path / "blob.bin").write_bytes(data)
+    with http_server(tmp_path, RangesLogged) as server, fault_proxy(server.url) as proxy:
+        RangesLogged.ranges = []
+        proxy.inject("pause", match="blob", times=1, nbytes=BLOCK + BLOCK // 2)  # never resumed
+        store = Store.open(proxy.url, options=StoreOptions(timeout=1.0))
+        reader = PlainFileReader(store, "blob.bin", len(data), None, ChunkCache(64 << 20, 4), timeout=30)
+        try:
+            got = read_all(reader)
+        finally:
+            reader.close()
+    assert got == data
+    assert RangesLogged.ranges == [f"bytes=0-{len(data) - 1}", f"bytes={BLOCK}-{len(data) - 1}"], RangesLogged.ranges
+    assert store.stats.retries == 1
+
+
 def test_a_stream_from_a_server_that_ignores_ranges_gets_the_right_bytes(tmp_path: Path, blocks: None) -> None:
     with remote_file(tmp_path, 16, 9, handler=RangesIgnored) as (data, reader, _):
         assert read(reader, 5 * BLOCK) == data[5 * BLOCK:5 * BLOCK + READ]  # one block, cut from the whole
