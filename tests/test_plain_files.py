@@ -124,11 +124,26 @@ def read_all(reader: PlainFileReader, start: int = 0, size: int = 4 * READ) -> b
     return b"".join(read(reader, offset, size) for offset in range(start, reader.size, size))
 
 
+def written_blob(tmp_path: Path, blocks: int, seed: int) -> bytes:
+    """`blocks` blocks of random bytes written to tmp_path/blob.bin, to be served."""
+    data = np.random.default_rng(seed).bytes(blocks * BLOCK)
+    (tmp_path / "blob.bin").write_bytes(data)
+    return data
+
+
+def read_through(store: Store, size: int) -> bytes:
+    """blob.bin of `store` (`size` bytes) opened through a block cache of its own and read in order."""
+    reader = PlainFileReader(store, "blob.bin", size, None, ChunkCache(64 << 20, 4), timeout=30)
+    try:
+        return read_all(reader)
+    finally:
+        reader.close()
+
+
 def test_a_streams_first_block_is_served_while_its_get_still_arrives(tmp_path: Path, blocks: None) -> None:
     """A stream's first read is answered once its own block is in, while the rest of the GET's body is
     still to come (here held back by the server until the read has been answered)."""
-    data = np.random.default_rng(7).bytes(16 * BLOCK)
-    (tmp_path / "blob.bin").write_bytes(data)
+    data = written_blob(tmp_path, 16, 7)
     with http_server(tmp_path) as server, fault_proxy(server.url) as proxy, ThreadPoolExecutor(1) as pool:
         proxy.inject("pause", match="blob", times=1, nbytes=BLOCK + BLOCK // 2)
         reader = PlainFileReader(Store.open(proxy.url), "blob.bin", len(data), None, ChunkCache(64 << 20, 4),
@@ -148,17 +163,10 @@ def test_a_stream_cut_part_way_goes_on_from_the_block_it_got_to(tmp_path: Path, 
     """A GET whose body stops half-way (the connection closed) is asked again for the blocks it did not
     deliver, not for those it did; every byte comes out right."""
     RangesLogged.ranges = []
-    data = np.random.default_rng(8).bytes(16 * BLOCK)
-    (tmp_path / "blob.bin").write_bytes(data)
+    data = written_blob(tmp_path, 16, 8)
     with http_server(tmp_path, RangesLogged) as server, fault_proxy(server.url) as proxy:
         proxy.inject("truncate", match="blob", times=1)
-        reader = PlainFileReader(Store.open(proxy.url), "blob.bin", len(data), None, ChunkCache(64 << 20, 4),
-                                 timeout=30)
-        try:
-            got = read_all(reader)
-        finally:
-            reader.close()
-    assert got == data
+        assert read_through(Store.open(proxy.url), len(data)) == data
     # The stream's one GET, to the file's end, cut after half its body; then the other half.
     assert RangesLogged.ranges == [f"bytes=0-{len(data) - 1}", f"bytes={len(data) // 2}-{len(data) - 1}"], \
         RangesLogged.ranges
@@ -167,18 +175,12 @@ def test_a_stream_cut_part_way_goes_on_from_the_block_it_got_to(tmp_path: Path, 
 def test_a_stream_that_stalls_part_way_goes_on_from_a_new_get(tmp_path: Path, blocks: None) -> None:
     """A GET whose body stops arriving (the server holds it) fails its piece after the timeout and goes on
     from the block it got to with another GET; the reader gets every byte right."""
-    data = np.random.default_rng(12).bytes(16 * BLOCK)
-    (tmp_path / "blob.bin").write_bytes(data)
+    data = written_blob(tmp_path, 16, 12)
     with http_server(tmp_path, RangesLogged) as server, fault_proxy(server.url) as proxy:
         RangesLogged.ranges = []
         proxy.inject("pause", match="blob", times=1, nbytes=BLOCK + BLOCK // 2)  # never resumed
         store = Store.open(proxy.url, options=StoreOptions(timeout=1.0))
-        reader = PlainFileReader(store, "blob.bin", len(data), None, ChunkCache(64 << 20, 4), timeout=30)
-        try:
-            got = read_all(reader)
-        finally:
-            reader.close()
-    assert got == data
+        assert read_through(store, len(data)) == data
     assert RangesLogged.ranges == [f"bytes=0-{len(data) - 1}", f"bytes={BLOCK}-{len(data) - 1}"], RangesLogged.ranges
     assert store.stats.retries == 1
 
@@ -193,18 +195,12 @@ def test_a_store_that_cannot_stream_asks_for_each_top_up_alone(tmp_path: Path, b
     """With a disk cache (which keeps whole answers) the stream's top-ups are each one ranged GET of their
     own blocks, never the rest of the file at once; every byte comes out right."""
     RangesLogged.ranges = []
-    data = np.random.default_rng(11).bytes(64 * BLOCK)
-    (tmp_path / "blob.bin").write_bytes(data)
+    data = written_blob(tmp_path, 64, 11)
     options = StoreOptions(disk_cache=DiskCacheOptions(str(tmp_path / "disk-cache")))
     with http_server(tmp_path, RangesLogged) as server:
         store = Store.open(server.url, options=options)
         assert not store.streams
-        reader = PlainFileReader(store, "blob.bin", len(data), None, ChunkCache(64 << 20, 4), timeout=30)
-        try:
-            got = read_all(reader)
-        finally:
-            reader.close()
-    assert got == data
+        assert read_through(store, len(data)) == data
     sizes = [int(last) + 1 - int(first) for first, last in (str(spec).removeprefix("bytes=").split("-")
                                                              for spec in RangesLogged.ranges)]
     assert max(sizes) < len(data) // 2 and sum(sizes) == len(data), RangesLogged.ranges
@@ -219,10 +215,5 @@ def test_an_s3_objects_stream_takes_a_few_gets(tmp_path: Path, blocks: None) -> 
         client.create_bucket(Bucket="share")
         client.put_object(Bucket="share", Key="blob.bin", Body=data)
         store = Store.open("s3://share", {"key": "testing", "secret": "testing", "endpoint_url": server.endpoint})
-        reader = PlainFileReader(store, "blob.bin", len(data), None, ChunkCache(64 << 20, 4), timeout=30)
-        try:
-            got = read_all(reader)
-        finally:
-            reader.close()
-    assert got == data
+        assert read_through(store, len(data)) == data
     assert store.streams and store.requests == 1, store.requests
