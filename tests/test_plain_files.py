@@ -150,7 +150,7 @@ def test_a_streams_first_block_is_served_while_its_get_still_arrives(tmp_path: P
                                  timeout=30)
         try:
             first = pool.submit(read, reader, 0).result(timeout=20)  # raises if the read waits for the pause
-            assert proxy.paused.is_set()
+            assert proxy.paused.wait(20)  # (the server says so just after sending the bytes before it)
             proxy.resume()
             rest = read_all(reader, READ, READ)
         finally:
