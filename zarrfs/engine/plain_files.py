@@ -202,8 +202,12 @@ class PlainFileReader:
         closing: list[Generator[bytes | bytearray, None, None]] = []
         with self._gets_changed:
             self._arriving[end] -= 1
+            if not self._arriving[end]:
+                del self._arriving[end]  # (a long stream would leave one zero per top-up)
             if pieces is not None:
                 if end < self.size and not self._closed:
+                    if (other := self._parked.pop(end, None)) is not None:
+                        closing.append(other)  # (two GETs at one place: a top-up that opened its own)
                     self._parked[end] = pieces
                 else:
                     closing.append(pieces)
