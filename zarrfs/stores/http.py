@@ -263,21 +263,22 @@ def _send(connection: http.client.HTTPConnection, target: str, headers: dict[str
 
 def _read_piece(connection: http.client.HTTPConnection, response: http.client.HTTPResponse, nbytes: int,
                 deadline: float) -> bytearray:
-    """The next `nbytes` of the body (fewer where the body ends first), by `deadline`."""
+    """The next `nbytes` of the body (fewer where the body ends first), by `deadline`, read `PIECE`
+    bytes at a time with the deadline checked between them."""
     piece = bytearray(nbytes)
     view = memoryview(piece)
     filled = 0
     try:
         while filled < nbytes:
             _wait_at_most(connection, deadline)
-            got = response.readinto(view[filled:])
+            got = response.readinto(view[filled:filled + PIECE])
             if not got:  # the body's end; before its Content-Length, the connection was lost
                 if response.length:
                     raise http.client.IncompleteRead(b"", response.length)
                 break
             filled += got
     except TimeoutError as exc:
-        raise TimeoutError(f"the body stopped arriving ({filled} of {nbytes} bytes of a piece)") from exc
+        raise TimeoutError(f"the body stopped arriving ({filled} of {nbytes} bytes)") from exc
     finally:
         view.release()
     del piece[filled:]
@@ -290,18 +291,4 @@ def _read_body(connection: http.client.HTTPConnection, response: http.client.HTT
     if response.length is None:  # chunked, or until the connection closes
         _wait_at_most(connection, deadline)
         return response.read()
-    body = bytearray(response.length)
-    view = memoryview(body)
-    filled = 0
-    try:
-        while filled < len(body):
-            _wait_at_most(connection, deadline)
-            got = response.readinto(view[filled:filled + PIECE])
-            if not got:
-                raise http.client.IncompleteRead(b"", len(body) - filled)
-            filled += got
-    except TimeoutError as exc:
-        raise TimeoutError(f"the body stopped arriving ({filled} of {len(body)} bytes)") from exc
-    finally:
-        view.release()
-    return body
+    return _read_piece(connection, response, response.length, deadline)
