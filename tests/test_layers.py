@@ -23,7 +23,7 @@ import zarrfs
 PACKAGE = Path(zarrfs.__file__).parent
 
 # Modules at the package root, by layer: its face (`api`, `zarrfs.mounted`) and the cross-cutting
-# modules. `vocabulary`: errors, options, versions, extensions, byte_ranges and single_flight, which
+# modules. `vocabulary`: errors, options, versions, extensions, byte_ranges, single_flight and suffixes, which
 # import nothing of zarrfs but each other: any layer may use them.
 ROOT_MODULES = {
     "errors": "vocabulary",
@@ -32,6 +32,7 @@ ROOT_MODULES = {
     "extensions": "vocabulary",
     "byte_ranges": "vocabulary",  # which bytes of a stored object a read asks for (stores, codecs, callers)
     "single_flight": "vocabulary",  # one load per key: the tree, the hierarchy, the chunk cache
+    "suffixes": "vocabulary",  # the file names a mount shows: formats, files and the command line
     "memory": "memory",  # the daemon's allocator and heap trimmer: the process, not a read
     "api": "top",
     "__main__": "top",

@@ -18,8 +18,6 @@ import numcodecs
 import numpy as np
 import pytest
 import zarr
-from numpy.lib import format as npy_format
-
 from mountutil import (
     Mount,
     daemon_pids,
@@ -33,6 +31,7 @@ from mountutil import (
     wait_until,
     watchdog_of,
 )
+from numpy.lib import format as npy_format
 from oracles import HierarchyOracle, write_hierarchy
 
 # The default --formats: the .raw headers (.raw.hdr, .mhd, .nrrd.nhdr) are on by default.
@@ -554,7 +553,8 @@ def test_help(command: tuple[str, ...]) -> None:
 def test_mount_help_names_every_file_it_serves() -> None:
     """`zarrfs mount --help` says what a user will find: every file kind of an array, and the
     OME-TIFF of an image."""
-    from zarrfs.formats import FORMATS, OME_TIFF_SUFFIX
+    from zarrfs.formats import FORMATS
+    from zarrfs.suffixes import OME_TIFF_SUFFIX
 
     result = run_zarrfs("mount", "--help")
     text = " ".join(result.stdout.split())

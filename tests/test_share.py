@@ -26,16 +26,16 @@ import pytest
 import xarray as xr
 import zarr
 from kerchunk.hdf import SingleHdf5ToZarr
+from mountutil import mounted, mounted_many, run_zarrfs, wait_until
 from ome_zarr.format import FormatV04
 from ome_zarr.writer import write_image
-
-from mountutil import mounted, mounted_many, run_zarrfs, wait_until
 from remoteutil import http_server, remote_mount, s3_server, stalling_server
+
 from zarrfs.files.share import ShareTree, open_mount_tree
 from zarrfs.files.tree import DirEntry, VirtualTree
-from zarrfs.formats import DEFAULT_FORMATS, FORMAT_GROUPS
 from zarrfs.options import EngineOptions
 from zarrfs.stores.store import Store
+from zarrfs.suffixes import DEFAULT_FORMATS, FORMAT_GROUPS
 
 # The files a mount shows by default (`--formats`'s default).
 MOUNT_SUFFIXES = tuple(suffix for name in DEFAULT_FORMATS for suffix in FORMAT_GROUPS[name])

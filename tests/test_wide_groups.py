@@ -13,14 +13,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 import zarr
-
 from mountutil import mounted
+
 from zarrfs.files.directory import Directory, typed_names
 from zarrfs.files.tree import DirEntry, FileEntry, VirtualTree
-from zarrfs.formats import FORMATS, GROUP_SUFFIXES
+from zarrfs.formats import FORMATS
 from zarrfs.model.limits import LISTED_NODE_BYTES
 from zarrfs.model.shared_json import loads_shared
 from zarrfs.options import EngineOptions
+from zarrfs.suffixes import GROUP_SUFFIXES
 
 ALL_SUFFIXES = (*FORMATS, *GROUP_SUFFIXES)
 # What the issue allows a listed array that was not opened: 3 KiB (its every file listed and sized).

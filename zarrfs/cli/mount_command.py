@@ -7,7 +7,6 @@ import logging
 import os
 from collections.abc import Callable, Iterable
 
-from ..formats import DEFAULT_FORMATS, FORMAT_GROUPS, RAW_SIDECARS
 from ..options import (
     DEFAULT_DISK_CACHE_BYTES,
     DEFAULT_MAX_OPEN_STORES,
@@ -26,6 +25,7 @@ from ..stores.redact import (
     quiet_backends,
     secret_values,
 )
+from ..suffixes import DEFAULT_FORMATS, FORMAT_GROUPS, RAW_SIDECARS
 
 log = logging.getLogger(__name__)
 

@@ -21,9 +21,10 @@ from ..engine.engine import Engine
 from ..engine.readahead import ReadStream
 from ..engine.reader import ArrayReader
 from ..errors import StaleFileError
-from ..formats.netcdf import CDF5_SUFFIX, NC_SUFFIX, NetcdfLayout, is_dataset_group, netcdf_plan
+from ..formats.netcdf import NetcdfLayout, is_dataset_group, netcdf_plan
 from ..hierarchy import Hierarchy
 from ..model.meta import ArrayMeta, GroupMeta
+from ..suffixes import CDF5_SUFFIX, NC_SUFFIX
 from .array_region import ArrayRegion
 from .contract import OpenedFile, VirtualFile
 

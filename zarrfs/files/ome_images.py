@@ -42,12 +42,12 @@ from ..conventions.pyramid import overview_levels
 from ..conventions.semantics import Semantics
 from ..engine.engine import Engine
 from ..errors import NotFoundError, ZarrfsError
-from ..formats import OME_TIFF_SUFFIX
 from ..formats.ome_metadata import merged_ome_xml
 from ..formats.ome_tiff import MAX_PLANES, ImageLevels, joins, ome_tiff_layout, safe_file_stem, storable
-from ..formats.tiled_tiff import MAX_TILES
 from ..formats.ome_xml import OmePlate
+from ..formats.tiled_tiff import MAX_TILES
 from ..model.meta import ArrayMeta, GroupMeta
+from ..suffixes import OME_TIFF_SUFFIX
 from .contract import DeferredFile
 from .tiled import TiledFile
 

@@ -16,10 +16,9 @@ from typing import Any
 
 from ..conventions.semantics import Semantics
 from ..model.meta import ArrayMeta
-from .base import LazyLayout, Layout
+from .base import Layout, LazyLayout
 from .envi import envi_header
 from .metaimage import metaimage_header, metaimage_volume_headers
-from .netcdf import CDF5_SUFFIX, NC_SUFFIX
 from .npy import npy_layout
 from .nrrd import nrrd_header
 
@@ -127,19 +126,8 @@ FORMATS: dict[str, LayoutBuilder] = {
     ".tiled.tif": _tiled,  # 2-D and more, not maps: tiles are chunks, overviews are the coarser OME levels
     ".json": _json,
 }
-# Not an array's file: an OME-Zarr image group's pyramidal OME-TIFF (files/ome_images.py).
-OME_TIFF_SUFFIX = ".ome.tif"
-# `--formats tif` turns on every `N.tif` (tiled for maps) and the strip files beside it.
-FORMAT_GROUPS = {"npy": (".npy",), "raw": (".raw",), "hdr": (".raw.hdr",), "mhd": (".mhd",), "nhdr": (".nrrd.nhdr",),
-                 "tif": (".tif", ".strips.tif", ".bigtiff.tif"), "tiled": (".tiled.tif",), "json": (".json",),
-                 "ometiff": (OME_TIFF_SUFFIX,), "nc": (NC_SUFFIX, CDF5_SUFFIX)}
-DEFAULT_FORMATS = ("npy", "raw", "hdr", "mhd", "nhdr", "tif", "tiled", "json", "ometiff", "nc")
-# Not an array's files either: a dataset group's NetCDF classic files (files/netcdf_datasets.py).
-GROUP_SUFFIXES = (OME_TIFF_SUFFIX, NC_SUFFIX, CDF5_SUFFIX)
 # Several files of one format per array: suffix -> builder of {file name: layout}
 # (the 3-D MetaImage headers of each volume of an array of more dimensions).
 VOLUME_FORMATS: dict[str, Callable[[ArrayMeta, Semantics, str], dict[str, Layout]]] = {
     ".mhd": metaimage_volume_headers,
 }
-# Headers of `N.raw`: without it they would point at nothing.
-RAW_SIDECARS = ("hdr", "mhd", "nhdr")

@@ -46,9 +46,7 @@ import numpy as np
 
 from ..errors import InexactValueError
 from ..model.meta import ArrayMeta, GroupMeta
-
-NC_SUFFIX = ".nc"
-CDF5_SUFFIX = ".cdf5.nc"
+from ..suffixes import CDF5_SUFFIX
 
 # nc_type codes (netcdf.h).
 NC_BYTE, NC_CHAR, NC_SHORT, NC_INT, NC_FLOAT, NC_DOUBLE = 1, 2, 3, 4, 5, 6
