@@ -143,6 +143,7 @@ class StoreOptions:
     retry_backoff: float = 0.2  # seconds before the first retry; doubles, with jitter
     # Requests in flight at once: at 20 ms latency and 4 MiB chunks, ~8 in
     # flight already carry 1.5 GB/s; more hide latency spikes and small chunks.
+    # Metadata documents get `DOCUMENTS_PER_REQUEST_SLOT` times as many (`document_concurrency`).
     max_concurrency: int = 32
     # Icechunk repositories: the branch, tag or snapshot id to read (None: branch main).
     ref: str | None = None
@@ -155,6 +156,11 @@ class StoreOptions:
         if self.timeout <= 0 or self.retries < 0 or self.retry_backoff < 0 or self.max_concurrency < 1:
             raise OptionsError("store options: timeout must be > 0, retries >= 0, max concurrency >= 1")
 
+    @property
+    def document_concurrency(self) -> int:
+        """Metadata documents in flight at once, beside the chunk requests `max_concurrency` bounds."""
+        return self.max_concurrency * DOCUMENTS_PER_REQUEST_SLOT
+
     def worst_case_seconds(self) -> float:
         """The longest one request can take, retries and backoff included."""
         backoff = sum(min(MAX_BACKOFF, self.retry_backoff * 2**attempt) for attempt in range(self.retries))
@@ -162,6 +168,12 @@ class StoreOptions:
 
 
 MAX_BACKOFF = 5.0  # seconds: the cap on one backoff sleep
+# Metadata documents in flight per chunk request slot. A document is a few KiB (at most
+# `limits.max_document_bytes`): many in flight use little of the link or of memory, and a walk of a
+# tree that cannot be listed (a plate over HTTP: thousands of documents, each named by the one above)
+# waits on round trips, so it goes as fast as documents are in flight. zarr-python 3 keeps 100 of any
+# kind in flight by default; with the default `max_concurrency` this gives 96 documents and 32 chunks.
+DOCUMENTS_PER_REQUEST_SLOT = 3
 
 
 @dataclass(frozen=True)

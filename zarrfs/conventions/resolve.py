@@ -56,6 +56,8 @@ class SemanticsIndex:
         self._distinct: dict[Semantics, Semantics] = {}
         # A group's arrays by name, with the listing they were made from (a refresh makes a new one).
         self._arrays: dict[str, tuple[list[Child], dict[str, ArrayMeta]]] = {}
+        # Where each image sits in a plate, by (metadata generation, image group): `_field_of`.
+        self._fields: dict[tuple[int, str], PlateField | None] = {}
         # Images whose problems were reported (with the first of their arrays to be resolved).
         self._reported: set[tuple[str, int]] = set()
         self._lock = threading.Lock()
@@ -106,7 +108,7 @@ class SemanticsIndex:
         scene = None
         if image is not None:
             try:
-                field = field_of_image(self.hierarchy, image[0])
+                field = self._field_of(image[0])
                 scene = scene_of_image(self.hierarchy, image[0])
                 label_of, label_problems = labelled_image(self.hierarchy, image[0]) if image[0].is_label \
                     else (None, ())
@@ -123,6 +125,21 @@ class SemanticsIndex:
         return semantics_of(meta, name, group_attributes, siblings, self.read_array,
                             self.hierarchy.store.display_name, image, tuple(problems), field, label_of, scene,
                             pyramid, from_layout)
+
+    def _field_of(self, image: OmeImage) -> PlateField | None:
+        """`field_of_image`, found once per image and metadata generation: every level of an image sits
+        where the image does, and finding it scans the plate's list of wells (a 1,536-well plate's
+        levels would each scan it)."""
+        key = (self.hierarchy.generation, image.group_path)
+        with self._lock:
+            if key in self._fields:
+                return self._fields[key]
+        field = field_of_image(self.hierarchy, image)
+        with self._lock:
+            if len(self._fields) >= MAX_DISTINCT_SEMANTICS:
+                self._fields.clear()
+            self._fields[key] = field
+        return field
 
     def _arrays_of(self, group_path: str) -> dict[str, ArrayMeta]:
         """The arrays of a group by name, made once per listing of the group (not once per array: a

@@ -16,6 +16,7 @@ coordinate arrays that georeference a sibling (see `conventions.geo`).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 import posixpath
@@ -60,9 +61,11 @@ def _group_document(group: GroupMeta, collection: CollectionFile) -> LayoutFile:
 
 
 # The formats whose layout is made of an array's shape, dtype, dimension names, opaque type and semantics
-# alone (not of its name, path, grid or codecs): arrays alike share one layout, built and sized once. A
-# wide group of like arrays then lists, and `ls -l` sizes it (a TIFF's header included), once, not once
-# per array. A map's `.tif` is its tiled GeoTIFF, bound to its chunks: not shared.
+# alone (not of its name, path, grid or codecs, nor of the semantics' `sources`, which only describe where
+# the meaning was found: a plate's fields differ there alone): arrays alike share one layout, built and
+# sized once. A wide group of like arrays, or a plate's like levels, then lists, and `ls -l` sizes it (a
+# TIFF's header included), once, not once per array. A map's `.tif` is its tiled GeoTIFF, bound to its
+# chunks: not shared.
 SHARED_LAYOUT_SUFFIXES = frozenset({".npy", ".raw", ".tif", ".strips.tif", ".bigtiff.tif"})
 # Signatures of alike arrays remembered at once (the oldest forgotten past it): a group of all different
 # arrays holds no more than this many layouts beyond its arrays' own.
@@ -81,7 +84,8 @@ class SharedLayouts:
         format cannot express them); None when nothing is shared (semantics that cannot be hashed, a map)."""
         if is_map(semantics):
             return None
-        signature = (meta.shape, meta.dtype, meta.dimension_names, meta.opaque_type, semantics)
+        described_alike = dataclasses.replace(semantics, sources=()) if semantics.sources else semantics
+        signature = (meta.shape, meta.dtype, meta.dimension_names, meta.opaque_type, described_alike)
         try:
             hash(signature)
         except TypeError:

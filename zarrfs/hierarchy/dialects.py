@@ -52,7 +52,7 @@ class V2Dialect:
         self.store = store
         self.consolidated = consolidated
         self.listings = Listings(store)
-        self._side_by_side = ThreadPoolExecutor(store.options.max_concurrency, "zarrfs-documents") \
+        self._side_by_side = ThreadPoolExecutor(store.options.document_concurrency, "zarrfs-documents") \
             if store.remote and consolidated is None else None
 
     def _documents(self, path: str) -> dict[str, Any]:

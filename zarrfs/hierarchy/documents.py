@@ -11,7 +11,6 @@ import logging
 import threading
 from typing import Any
 
-from ..byte_ranges import RangeRequest
 from ..errors import MetadataError
 from ..model.limits import max_document_bytes
 from ..model.meta import parse_json
@@ -25,7 +24,7 @@ def get_document(store: Store, key: str) -> bytes | bytearray | None:
 
     At most the size limit + 1 bytes: a document over the limit is refused
     (by `parse_json`) without being held whole."""
-    return store.get_range(key, RangeRequest(0, max_document_bytes() + 1))
+    return store.get_document(key, max_document_bytes() + 1)
 
 
 def parse_document(store: Store, key: str, raw: bytes | bytearray | None) -> Any | None:

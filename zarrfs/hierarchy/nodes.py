@@ -80,9 +80,10 @@ class Hierarchy:
         self.refreshes = 0
         # A remote store's metadata is fetched side by side: lookups in `_demand`, the nodes metadata names
         # in `_ahead`. Apart, so that a lookup never queues behind the work ahead. The store bounds the
-        # requests in flight; the work ahead leaves some of them to lookups and chunk reads, which would
-        # otherwise wait for the whole queue (a request slot freed goes to the thread that asks first).
-        workers = store.options.max_concurrency
+        # documents in flight (`document_concurrency`, beside its chunk reads); the work ahead leaves some
+        # of them to lookups, which would otherwise wait for the whole queue (a slot freed goes to the
+        # thread that asks first).
+        workers = store.options.document_concurrency
         self._demand = ThreadPoolExecutor(workers, "zarrfs-metadata") if store.remote else None
         self._ahead = FetchAhead(self._fetch_ahead, max(1, workers - max(1, workers // DEMAND_SHARE)),
                                  MAX_FETCHED_AHEAD, "zarrfs-discovery") if store.remote else None

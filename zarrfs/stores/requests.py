@@ -1,6 +1,7 @@
 """How `Store` sends one request: bounded in number, in time, and in tries.
 
-At most `max_concurrency` requests are in flight (a semaphore); each try is
+At most `max_concurrency` requests are in flight (a semaphore), and beside
+them at most `document_concurrency` reads of metadata documents; each try is
 bounded in time by its backend (backends.py); a failed try is tried again up
 to `retries` times with jittered exponential backoff, unless it cannot
 succeed (no such key, refused, marked permanent by its backend).
@@ -78,12 +79,16 @@ class Requests:
         self.options = options
         self.stats = stats
         self._slots = threading.BoundedSemaphore(options.max_concurrency)
+        self._document_slots = threading.BoundedSemaphore(options.document_concurrency)
 
-    def call(self, what: str, operation: Callable[[], T]) -> T:
-        """`operation()`, one store operation, with retries; the errors of MISSING pass through."""
+    def call(self, what: str, operation: Callable[[], T], document: bool = False) -> T:
+        """`operation()`, one store operation, with retries; the errors of MISSING pass through.
+        `document`: it reads a metadata document (bounded in size), in flight beside the chunk
+        requests rather than in their slots (`StoreOptions.document_concurrency`)."""
         tries, attempt = self.options.retries + 1, 0
+        slots = self._document_slots if document else self._slots
         while True:
-            with self._slots:
+            with slots:
                 self.stats.started()
                 nbytes = 0
                 try:

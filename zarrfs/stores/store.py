@@ -170,6 +170,11 @@ class Store:
         """The bytes of `key` that `byte_range` asks for (fewer past its end), or None if it does not exist."""
         return self._read(key, byte_range)
 
+    def get_document(self, key: str, limit: int) -> bytes | bytearray | None:
+        """Metadata document `key` (its first `limit` bytes at most), or None if it does not exist; in
+        flight beside chunk reads, up to `StoreOptions.document_concurrency` at once."""
+        return self._read(key, RangeRequest(0, limit), document=True)
+
     @property
     def streams(self) -> bool:
         """Whether `get_range_pieces` hands each piece on as it arrives (over plain HTTP and S3, without a
@@ -208,27 +213,30 @@ class Store:
             return self._read(key, span)
         return self.disk_cache.get_run(key, span, pieces, lambda validators: self._fetch(key, span, validators))
 
-    def _read(self, key: str, byte_range: ByteRequest | None) -> bytes | bytearray | None:
+    def _read(self, key: str, byte_range: ByteRequest | None, document: bool = False) -> bytes | bytearray | None:
         if self.disk_cache is None:
-            return self._fetch(key, byte_range, None).data
-        return self.disk_cache.get(key, byte_range, lambda validators: self._fetch(key, byte_range, validators))
+            return self._fetch(key, byte_range, None, document).data
+        return self.disk_cache.get(key, byte_range,
+                                   lambda validators: self._fetch(key, byte_range, validators, document))
 
-    def _fetch(self, key: str, byte_range: ByteRequest | None, validators: dict[str, str] | None) -> Fetched:
+    def _fetch(self, key: str, byte_range: ByteRequest | None, validators: dict[str, str] | None,
+               document: bool = False) -> Fetched:
         """`key` (the bytes `byte_range` asks for; None: all of it) from the store, with its validators
-        when the store tells them; given `validators` of a kept copy, `unchanged` when that copy is current."""
+        when the store tells them; given `validators` of a kept copy, `unchanged` when that copy is current.
+        `document`: a metadata document's read (`Requests.call`)."""
         start, end = fsspec_bounds(byte_range)
         what = f"reading {key!r}" if byte_range is None else f"reading {key!r} [{start}:{'' if end is None else end}]"
         backend, path = self._backend, self._path(key)
         try:
             if isinstance(backend, HttpBackend) and self.disk_cache is not None:
-                data, got = self._requests.call(what, lambda: backend.fetch(path, start, end, validators))
+                data, got = self._requests.call(what, lambda: backend.fetch(path, start, end, validators), document)
                 if data is None:
                     return Fetched(None, got or validators or {}, unchanged=True)
             else:
                 got = self._version(key, validators) if validators is not None else {}
                 if validators and got and got == validators:
                     return Fetched(None, got, unchanged=True)
-                data = self._requests.call(what, lambda: backend.cat_file(path, start, end))
+                data = self._requests.call(what, lambda: backend.cat_file(path, start, end), document)
         except MISSING:
             return Fetched(None)
         nbytes = None if byte_range is None else expected_nbytes(byte_range)
