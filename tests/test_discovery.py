@@ -145,6 +145,21 @@ def test_a_plate_with_labels_is_found_whole_without_listings(version: str, tmp_p
         assert hierarchy.store.requests == requests  # every answer remembered, absent ones too
 
 
+def test_metadata_documents_are_in_flight_beside_the_chunk_requests_bound(tmp_path: Path) -> None:
+    """A tree's documents have their own bound, `document_concurrency` (three times `max_concurrency`):
+    with room for 2 chunk requests, more than 3 requests are in flight at once (2 documents and the
+    store's one listing would be 3), and never more than the two bounds together (6 and 2)."""
+    store = tmp_path / "plate.zarr"
+    write_ome_zarr_py_plate(store, "0.4")  # v2: each node's three documents asked for at once
+    options = StoreOptions(max_concurrency=2)
+    assert options.document_concurrency == 6
+    with unlisted_server(tmp_path) as (url, in_flight):
+        hierarchy = Hierarchy(Store.open(f"{url}/plate.zarr", {}, options))
+        assert walk(hierarchy) == nodes_on_disk(store)
+    assert options.max_concurrency + 1 < in_flight.most <= options.max_concurrency + options.document_concurrency, \
+        in_flight.most
+
+
 def test_levels_in_sub_groups_are_found_without_listings(tmp_path: Path) -> None:
     store = tmp_path / "image.zarr"
     write_out_of_process({"writer": "ngff-zarr", "store": str(store), "version": "0.5", "dims": "zyx"})

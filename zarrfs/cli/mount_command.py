@@ -60,8 +60,9 @@ def add_mount_commands(commands: argparse._SubParsersAction, add_source: Callabl
                             "%(default)s here)")
     store_defaults = StoreOptions()
     mount.add_argument("--max-concurrency", type=int, default=store_defaults.max_concurrency, metavar="N",
-                       help="store requests in flight at once; remote stores get this many loader threads "
-                            "(default: %(default)s)")
+                       help="store requests in flight at once; remote stores get this many loader threads; "
+                            "metadata documents (a few KiB each) may have three times as many in flight "
+                            "beside them, for walking a tree that cannot be listed (default: %(default)s)")
     mount.add_argument("--timeout", type=float, default=store_defaults.timeout, metavar="SECONDS",
                        help="longest one store request may take, first to last byte (default: %(default)g)")
     mount.add_argument("--retries", type=int, default=store_defaults.retries, metavar="N",
