@@ -27,15 +27,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 import zarr
-from mountutil import mounted
 from numcodecs import Zlib
 from ome_zarr.format import FormatV04
 from ome_zarr.writer import write_image
 
+from mountutil import mounted
 from zarrfs import extensions
-from zarrfs.files.tree import STATS_FILE, FileEntry, VirtualTree
 from zarrfs.formats import FORMATS
 from zarrfs.options import EngineOptions
+from zarrfs.files.tree import STATS_FILE, FileEntry, VirtualTree
 from zarrfs.suffixes import OME_TIFF_SUFFIX
 
 NOT_USED = (r"compiled extensions: not used \(_gather, _cached_reads, _fast_read, _threadstate: "

@@ -18,6 +18,8 @@ import numcodecs
 import numpy as np
 import pytest
 import zarr
+from numpy.lib import format as npy_format
+
 from mountutil import (
     Mount,
     daemon_pids,
@@ -31,7 +33,6 @@ from mountutil import (
     wait_until,
     watchdog_of,
 )
-from numpy.lib import format as npy_format
 from oracles import HierarchyOracle, write_hierarchy
 
 # The default --formats: the .raw headers (.raw.hdr, .mhd, .nrrd.nhdr) are on by default.

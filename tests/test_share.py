@@ -26,11 +26,11 @@ import pytest
 import xarray as xr
 import zarr
 from kerchunk.hdf import SingleHdf5ToZarr
-from mountutil import mounted, mounted_many, run_zarrfs, wait_until
 from ome_zarr.format import FormatV04
 from ome_zarr.writer import write_image
-from remoteutil import http_server, remote_mount, s3_server, stalling_server
 
+from mountutil import mounted, mounted_many, run_zarrfs, wait_until
+from remoteutil import http_server, remote_mount, s3_server, stalling_server
 from zarrfs.files.share import ShareTree, open_mount_tree
 from zarrfs.files.tree import DirEntry, VirtualTree
 from zarrfs.options import EngineOptions

@@ -13,8 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 import zarr
-from mountutil import mounted
 
+from mountutil import mounted
 from zarrfs.files.directory import Directory, typed_names
 from zarrfs.files.tree import DirEntry, FileEntry, VirtualTree
 from zarrfs.formats import FORMATS

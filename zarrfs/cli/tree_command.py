@@ -8,11 +8,11 @@ from typing import Any
 
 from ..conventions.layout import group_layout
 from ..conventions.semantics import Axis, Quantity, Semantics
-from ..files.netcdf_datasets import dataset_arrays
-from ..files.tree import source_name
 from ..formats.netcdf import netcdf_plan
 from ..hierarchy import Hierarchy
 from ..model.meta import ArrayMeta, GroupMeta
+from ..files.tree import source_name
+from ..files.netcdf_datasets import dataset_arrays
 from ..suffixes import NC_SUFFIX
 
 # The meaning of an array (`SemanticsIndex.of`); without one, none is shown.

@@ -39,6 +39,8 @@ log = logging.getLogger(__name__)
 
 # Distinct meanings held for sharing (see `SemanticsIndex.of`); past it the set starts again.
 MAX_DISTINCT_SEMANTICS = 4096
+# Images whose place in a plate is remembered (`SemanticsIndex._field_of`); past it they start again.
+MAX_IMAGES_PLACED = 4096
 
 
 class SemanticsIndex:
@@ -136,7 +138,7 @@ class SemanticsIndex:
                 return self._fields[key]
         field = field_of_image(self.hierarchy, image)
         with self._lock:
-            if len(self._fields) >= MAX_DISTINCT_SEMANTICS:
+            if len(self._fields) >= MAX_IMAGES_PLACED:
                 self._fields.clear()
             self._fields[key] = field
         return field

@@ -44,8 +44,8 @@ from ..engine.engine import Engine
 from ..errors import NotFoundError, ZarrfsError
 from ..formats.ome_metadata import merged_ome_xml
 from ..formats.ome_tiff import MAX_PLANES, ImageLevels, joins, ome_tiff_layout, safe_file_stem, storable
-from ..formats.ome_xml import OmePlate
 from ..formats.tiled_tiff import MAX_TILES
+from ..formats.ome_xml import OmePlate
 from ..model.meta import ArrayMeta, GroupMeta
 from ..suffixes import OME_TIFF_SUFFIX
 from .contract import DeferredFile

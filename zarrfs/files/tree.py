@@ -31,12 +31,12 @@ from ..conventions.resolve import SemanticsIndex
 from ..conventions.semantics import Semantics
 from ..engine.engine import Engine, SharedParts
 from ..errors import IsDirectoryError, NotFoundError, StoreError
+from ..options import EngineOptions
 from ..formats import FORMATS, VOLUME_FORMATS, is_map, json_document
-from ..formats.base import Layout, LazyLayout
+from ..formats.base import LazyLayout, Layout
 from ..formats.tiled_tiff import LazyTiledLayout
 from ..formats.vlen_files import VLEN_SUFFIXES, vlen_document, vlen_npy_layout
 from ..model.meta import ArrayMeta, GroupMeta
-from ..options import EngineOptions
 from ..suffixes import GROUP_SUFFIXES, NC_SUFFIX, OME_TIFF_SUFFIX
 from .contract import DeferredFile, OpenBytes, OpenedFile, VirtualFile
 from .directory import Directory

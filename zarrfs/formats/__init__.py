@@ -16,7 +16,7 @@ from typing import Any
 
 from ..conventions.semantics import Semantics
 from ..model.meta import ArrayMeta
-from .base import Layout, LazyLayout
+from .base import LazyLayout, Layout
 from .envi import envi_header
 from .metaimage import metaimage_header, metaimage_volume_headers
 from .npy import npy_layout
