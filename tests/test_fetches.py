@@ -22,7 +22,11 @@ from zarrfs.stores.store import Store
 
 
 class SlowHandler(RangeHandler):
-    """Answers after `delay` seconds and records how many requests were in flight at once."""
+    """Answers after `delay` seconds and records how many requests were waiting at once.
+
+    A request counts while it waits, not while its answer is written: the client may send its
+    next request as soon as it has read an answer, before this thread has run again, and that
+    request must not count beside the one it replaced."""
 
     delay = 0.15
     lock = threading.Lock()
@@ -36,10 +40,10 @@ class SlowHandler(RangeHandler):
             SlowHandler.most = max(SlowHandler.most, SlowHandler.in_flight)
         try:
             time.sleep(self.delay)
-            return super().send_head()
         finally:
             with cls.lock:
                 SlowHandler.in_flight -= 1
+        return super().send_head()
 
 
 def test_ranges_of_a_network_store_are_in_flight_together_and_come_back_in_order(tmp_path: Path) -> None:
