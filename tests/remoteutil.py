@@ -249,7 +249,7 @@ def stalling_server(root: Path, stall: str) -> Iterator[StallingServer]:
 # -------------------------------------------------------------- fault proxy
 
 
-FAULTS = ("latency", "503", "reset", "truncate", "short", "corrupt", "stall", "pause")
+FAULTS = ("latency", "503", "403", "reset", "truncate", "short", "corrupt", "stall", "pause")
 
 
 @dataclass
@@ -265,20 +265,21 @@ class Rule:
 class FaultProxy:
     """Forwards GET/HEAD to `upstream`, applying the first rule that matches each request's path.
 
-    Faults: latency (sleep, then answer), 503 (no upstream call), reset (RST
+    Faults: latency (sleep, then answer), 503 and 403 (no upstream call), reset (RST
     without an answer), truncate (full Content-Length, half the body, then
     close), short (half the body with a matching Content-Length: a body cut
     by a broken proxy, detectable only by length or codec), corrupt (bytes
     flipped, length kept), stall (headers, then nothing until `seconds` pass),
     pause (the first `nbytes` of the body, then the rest once `resume()`
     is called; `paused` is set while it waits). `down()` closes the listening socket (connections are refused), `up()`
-    listens again on the same port.
+    listens again on the same port. `targets` keeps each request's target (path and query), in order.
     """
 
     upstream: str  # host:port
     port: int = 0
     rules: list[Rule] = field(default_factory=list)
     faults_applied: Counter = field(default_factory=Counter)
+    targets: list[str] = field(default_factory=list)
     _server: _Server | None = None
     _thread: threading.Thread | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -308,6 +309,7 @@ class FaultProxy:
 
     def pick(self, path: str) -> Rule | None:
         with self._lock:
+            self.targets.append(path)
             for rule in self.rules:
                 if rule.match.search(path) and (rule.times is None or rule.times > 0):
                     if rule.times is not None:
@@ -358,10 +360,11 @@ class _FaultHandler(BaseHTTPRequestHandler):
         fault = rule.fault if rule else None
         if fault == "latency":
             time.sleep(rule.seconds)
-        if fault == "503":
-            self.send_response(HTTPStatus.SERVICE_UNAVAILABLE)
+        if fault in ("503", "403"):
+            self.send_response(HTTPStatus.SERVICE_UNAVAILABLE if fault == "503" else HTTPStatus.FORBIDDEN)
             self.send_header("Content-Length", "0")
-            self.send_header("Retry-After", "0")
+            if fault == "503":
+                self.send_header("Retry-After", "0")
             self.end_headers()
             return
         if fault == "reset":
@@ -408,7 +411,10 @@ class _FaultHandler(BaseHTTPRequestHandler):
     def _upstream(self) -> tuple[int, list[tuple[str, str]], bytes]:
         conn = http.client.HTTPConnection(self.proxy.upstream, timeout=30)
         try:
-            headers = {k: v for k, v in self.headers.items() if k.lower() in ("range", "accept-encoding")}
+            # An S3 client's signature and its x-amz- headers go on too: moto answers an unsigned GET of a
+            # private bucket 403, as S3 does.
+            headers = {k: v for k, v in self.headers.items()
+                       if k.lower() in ("range", "accept-encoding", "authorization") or k.lower().startswith("x-amz-")}
             conn.request(self.command, self.path, headers=headers)
             response = conn.getresponse()
             body = response.read()

@@ -4,6 +4,8 @@ reads out of order (several are in flight at once, answered by different libfuse
 
 from __future__ import annotations
 
+import logging
+import re
 from collections import Counter
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -14,7 +16,7 @@ from typing import BinaryIO, ClassVar
 
 import numpy as np
 import pytest
-from remoteutil import RangeHandler, fault_proxy, http_server, s3_server
+from remoteutil import FaultProxy, RangeHandler, fault_proxy, http_server, s3_server
 
 from zarrfs.engine import plain_files
 from zarrfs.engine.cache import ChunkCache
@@ -206,14 +208,71 @@ def test_a_store_that_cannot_stream_asks_for_each_top_up_alone(tmp_path: Path, b
     assert max(sizes) < len(data) // 2 and sum(sizes) == len(data), RangesLogged.ranges
 
 
-def test_an_s3_objects_stream_takes_a_few_gets(tmp_path: Path, blocks: None) -> None:
-    """Over S3 (moto) too, a sequential read of 64 blocks is one GET read as it arrives (its top-ups
-    read on where the one before left it), against 64 if each block were asked for alone."""
-    data = np.random.default_rng(10).bytes(64 * BLOCK)
-    with s3_server() as server:
+# A presigned GET's target, in S3's signature version 2 or 4.
+PRESIGNED = r"[?&](X-Amz-)?Signature="
+
+
+@contextmanager
+def s3_blob(data: bytes, **options: object) -> Iterator[tuple[Store, list[str], FaultProxy]]:
+    """`data` as s3://share/blob.bin in moto, reached through a fault proxy: (a store of the bucket, the
+    proxy's request targets in order, the proxy)."""
+    with s3_server() as server, fault_proxy(server.endpoint) as proxy:
         client = server.client()
         client.create_bucket(Bucket="share")
         client.put_object(Bucket="share", Key="blob.bin", Body=data)
-        store = Store.open("s3://share", {"key": "testing", "secret": "testing", "endpoint_url": server.endpoint})
+        yield Store.open("s3://share", {"key": "testing", "secret": "testing", "endpoint_url": proxy.url,
+                                        **options}), proxy.targets, proxy
+
+
+def blob_gets(targets: list[str]) -> list[str]:
+    return [target for target in targets if target.startswith("/share/blob.bin")]
+
+
+def test_an_s3_stream_is_one_presigned_get(tmp_path: Path, blocks: None, caplog: pytest.LogCaptureFixture) -> None:
+    """An S3 object read in order (64 blocks, their top-ups each read on where the one before left it)
+    goes out as one GET, of a URL the store's client presigned (read by zarrfs's own HTTP client), where
+    each block asked for alone would be 64; every byte is the object's."""
+    data = np.random.default_rng(12).bytes(64 * BLOCK)
+    with caplog.at_level(logging.DEBUG, logger="zarrfs"), s3_blob(data) as (store, targets, _):
         assert read_through(store, len(data)) == data
+    gets = blob_gets(targets)
+    assert len(gets) == 1 and re.search(PRESIGNED, gets[0]), gets
     assert store.streams and store.requests == 1, store.requests
+    assert "streamed by a presigned GET of http://" in caplog.text  # what the log says of it: its URL,
+    assert "Signature" not in caplog.text  # without the query that signs it
+
+
+def test_an_s3_stream_refused_by_signature_goes_through_s3fs_from_then_on(
+        tmp_path: Path, blocks: None, caplog: pytest.LogCaptureFixture) -> None:
+    """A presigned GET answered 403 (as a URL signed for another region would be) is not an error: the
+    store streams through s3fs's client from then on, the bytes right, the URL's signature in no log line."""
+    data = np.random.default_rng(13).bytes(24 * BLOCK)
+    with caplog.at_level(logging.DEBUG, logger="zarrfs"), s3_blob(data) as (store, targets, proxy):
+        proxy.inject("403", match=PRESIGNED)
+        assert read_through(store, len(data)) == data
+        assert read_through(store, len(data)) == data  # a second stream: no presigned GET tried again
+    gets = blob_gets(targets)
+    assert [bool(re.search(PRESIGNED, get)) for get in gets] == [True, False, False], gets
+    assert "through s3fs's client from now on" in caplog.text
+    assert not re.search(r"Signature=(?!\*)", caplog.text), caplog.text
+
+
+def test_an_s3_stream_answered_503_tries_a_presigned_get_again(tmp_path: Path, blocks: None) -> None:
+    """A 5xx answer to a presigned GET is the server's trouble: it is tried again, presigned again."""
+    data = np.random.default_rng(14).bytes(24 * BLOCK)
+    with s3_blob(data) as (store, targets, proxy):
+        proxy.inject("503", match=PRESIGNED, times=1)
+        assert read_through(store, len(data)) == data
+    gets = blob_gets(targets)
+    assert len(gets) == 2 and all(re.search(PRESIGNED, get) for get in gets), gets
+    assert store.stats.retries == 1
+
+
+def test_a_requester_pays_s3_stream_goes_through_s3fs(tmp_path: Path, blocks: None) -> None:
+    """A store whose requests carry what a presigned URL cannot (requester pays) streams through s3fs's
+    client, every byte right."""
+    data = np.random.default_rng(15).bytes(24 * BLOCK)
+    with s3_blob(data, requester_pays=True) as (store, targets, _):
+        assert read_through(store, len(data)) == data
+    gets = blob_gets(targets)
+    assert len(gets) == 1 and not re.search(PRESIGNED, gets[0]), gets

@@ -196,6 +196,21 @@ def test_nested_credentials_are_found_and_redacted_from_log_lines() -> None:
     assert formatter.format(record) == "failed with *** at https://***@host/p"
 
 
+@pytest.mark.parametrize(("url", "shown"), [
+    ("http://h:9/b/k?AWSAccessKeyId=AKID&Signature=a%2Bb%3D&Expires=17",  # S3, signature version 2
+     "http://h:9/b/k?AWSAccessKeyId=***&Signature=***&Expires=17"),
+    ("https://b.s3.amazonaws.com/k?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=AKID%2F2026&"
+     "X-Amz-Security-Token=tok&X-Amz-SignedHeaders=host&X-Amz-Signature=beef",  # version 4, with a session
+     "https://b.s3.amazonaws.com/k?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=***&"
+     "X-Amz-Security-Token=***&X-Amz-SignedHeaders=host&X-Amz-Signature=***"),
+    ("https://acct.blob.core.windows.net/c/k?sv=2024&sig=abc%3D x", "https://acct.blob.core.windows.net/c/k?sv=2024&sig=*** x"),
+    ("https://h/p?design=1&signature_x=2", "https://h/p?design=1&signature_x=2"),  # names that only look alike
+])
+def test_presigned_urls_are_logged_without_their_signatures(url: str, shown: str) -> None:
+    formatter = RedactingFormatter("%(message)s", [])
+    assert formatter.format(logging.LogRecord("x", logging.ERROR, __file__, 1, url, None, None)) == shown
+
+
 def test_readahead_of_a_sharded_array_asks_for_whole_shard_rows(tmp_path: Path) -> None:
     """zarr-python stores inner chunks in Morton order, so one band of inner chunks is never
     contiguous in a shard; readahead batches of whole shard rows make each shard one ranged GET."""

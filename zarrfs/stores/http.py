@@ -52,6 +52,14 @@ CONDITIONS = {"ETag": "If-None-Match", "Last-Modified": "If-Modified-Since"}
 _SAFE = "/%:@!$&'()*+,;=-._~"
 
 
+class HttpStatusError(OSError):
+    """An answer with an error status, other than a missing object's (FileNotFoundError)."""
+
+    def __init__(self, message: str, status: int) -> None:
+        super().__init__(message)
+        self.status = status
+
+
 class _Opened(NamedTuple):
     """A GET's answer whose body is still to be read, and the pooled connection it came on."""
 
@@ -193,7 +201,7 @@ class HttpReader:
             elif response.status in _MISSING_STATUS:
                 answer = FileNotFoundError(url)
             else:
-                answer = OSError(f"HTTP {response.status} {response.reason} for {url}")
+                answer = HttpStatusError(f"HTTP {response.status} {response.reason} for {url}", response.status)
         except BaseException:
             connection.close()  # unread bytes or none: never reused
             raise

@@ -23,11 +23,16 @@ from typing import Any
 
 # Credentials that may sit in a URL (user:password@host); never log them.
 _URL_CREDENTIALS = re.compile(r"(?<=://)[^/@\s]+@")
+# A presigned URL's query parameters that sign it or name whose keys signed it (S3's SigV2 and SigV4,
+# Azure's SAS `sig`, GCS's V4): a credential until the URL expires.
+_URL_SIGNATURES = re.compile(
+    r"(?<=[?&])((?:X-(?:Amz|Goog)-)?(?:Signature|Credential|Security-Token)|AWSAccessKeyId|sig)=[^&\s]*", re.IGNORECASE)
 
 
 def redact_url(url: str) -> str:
-    """`url` without user:password, for log lines and error messages."""
-    return _URL_CREDENTIALS.sub("***@", url)
+    """`url` (or a text holding URLs) without user:password and query-string signatures, for log lines
+    and error messages."""
+    return _URL_SIGNATURES.sub(r"\1=***", _URL_CREDENTIALS.sub("***@", url))
 
 # Option names (at any depth of a JSON value) whose values are credentials.
 SENSITIVE = re.compile(r"secret|passw|token|key|credential|auth|signature|sas", re.IGNORECASE)

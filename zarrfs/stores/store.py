@@ -32,7 +32,7 @@ from .http import HttpReader
 from .listing import Listed, listed_under, local_entries
 from .opening import open_icechunk, open_source
 from .requests import MISSING, Requests, StoreStats
-from .s3_stream import s3_pieces
+from .s3_stream import S3Streams
 from .trust import Refusal
 from .versioned import ABSENT, Versioned, http_version, read_local, remote_versioned, s3_get
 
@@ -61,6 +61,10 @@ class Store:
         # their coroutines directly lets a timeout cancel the request. (fsspec's HTTP is one.)
         self._async = http is not None or (isinstance(self._fs, AsyncFileSystem) and not self._fs.asynchronous)
         self._backend = self._backend_for(http)
+        # Long reads of an S3 object (s3fs's file system: `_call_s3`) stream through zarrfs's HTTP client.
+        backend = self._backend
+        self._s3_streams = S3Streams(backend) \
+            if isinstance(backend, AsyncFsBackend) and hasattr(backend.async_fs, "_call_s3") else None
         # `identity`: what tells this store's answers from any other's in a shared disk cache (None: not
         # remote, or nothing tells); `immutable`: its answers never change (an Icechunk snapshot).
         self.disk_cache = DiskCache(self.options.disk_cache, identity, immutable) \
@@ -179,9 +183,7 @@ class Store:
     def streams(self) -> bool:
         """Whether `get_range_pieces` hands each piece on as it arrives (over plain HTTP and S3, without a
         disk cache), rather than once the whole range is in."""
-        backend = self._backend
-        return self.disk_cache is None and (isinstance(backend, HttpBackend) or (
-            isinstance(backend, AsyncFsBackend) and hasattr(backend.async_fs, "_call_s3")))  # s3fs
+        return self.disk_cache is None and (isinstance(self._backend, HttpBackend) or self._s3_streams is not None)
 
     def get_range_pieces(self, key: str, span: RangeRequest, piece: int) -> Generator[bytes | bytearray, None, None]:
         """The bytes `span` asks for of `key`, in pieces of `piece` bytes (the last one shorter; fewer bytes,
@@ -198,8 +200,8 @@ class Store:
         def open_at(start: int) -> Generator[bytes | bytearray, None, None]:
             if isinstance(backend, HttpBackend):
                 return backend.reader.pieces(path, start, stop, piece)
-            assert isinstance(backend, AsyncFsBackend)
-            return s3_pieces(backend, path, start, stop, piece)
+            assert self._s3_streams is not None
+            return self._s3_streams.pieces(path, start, stop, piece)
 
         try:
             yield from self._requests.stream(f"reading {key!r} [{span.start}:{span.end}]", open_at, span.start)
