@@ -213,15 +213,16 @@ PRESIGNED = r"[?&](X-Amz-)?Signature="
 
 
 @contextmanager
-def s3_blob(data: bytes, **options: object) -> Iterator[tuple[Store, list[str], FaultProxy]]:
-    """`data` as s3://share/blob.bin in moto, reached through a fault proxy: (a store of the bucket, the
-    proxy's request targets in order, the proxy)."""
+def s3_blob(data: bytes, public: bool = False, **options: object) -> Iterator[tuple[Store, list[str], FaultProxy]]:
+    """`data` as s3://share/blob.bin in moto (readable by anyone if `public`), reached through a fault
+    proxy: (a store of the bucket, the proxy's request targets in order, the proxy)."""
+    acl = {"ACL": "public-read"} if public else {}
     with s3_server() as server, fault_proxy(server.endpoint) as proxy:
         client = server.client()
-        client.create_bucket(Bucket="share")
-        client.put_object(Bucket="share", Key="blob.bin", Body=data)
-        yield Store.open("s3://share", {"key": "testing", "secret": "testing", "endpoint_url": proxy.url,
-                                        **options}), proxy.targets, proxy
+        client.create_bucket(Bucket="share", **acl)
+        client.put_object(Bucket="share", Key="blob.bin", Body=data, **acl)
+        credentials = {"anon": True} if public else {"key": "testing", "secret": "testing"}
+        yield Store.open("s3://share", {**credentials, "endpoint_url": proxy.url, **options}), proxy.targets, proxy
 
 
 def blob_gets(targets: list[str]) -> list[str]:
@@ -236,7 +237,7 @@ def test_an_s3_stream_is_one_presigned_get(tmp_path: Path, blocks: None, caplog:
     with caplog.at_level(logging.DEBUG, logger="zarrfs"), s3_blob(data) as (store, targets, _):
         assert read_through(store, len(data)) == data
     gets = blob_gets(targets)
-    assert len(gets) == 1 and re.search(PRESIGNED, gets[0]), gets
+    assert len(gets) == 1 and "X-Amz-Signature=" in gets[0], gets  # signature version 4, as S3 now requires
     assert store.streams and store.requests == 1, store.requests
     assert "streamed by a presigned GET of http://" in caplog.text  # what the log says of it: its URL,
     assert "Signature" not in caplog.text  # without the query that signs it
@@ -276,3 +277,13 @@ def test_a_requester_pays_s3_stream_goes_through_s3fs(tmp_path: Path, blocks: No
         assert read_through(store, len(data)) == data
     gets = blob_gets(targets)
     assert len(gets) == 1 and not re.search(PRESIGNED, gets[0]), gets
+
+
+def test_an_anonymous_s3_stream_is_one_unsigned_get(tmp_path: Path, blocks: None,
+                                                    caplog: pytest.LogCaptureFixture) -> None:
+    """A public bucket read anonymously streams through zarrfs's HTTP client too, its URL unsigned."""
+    data = np.random.default_rng(16).bytes(24 * BLOCK)
+    with caplog.at_level(logging.DEBUG, logger="zarrfs"), s3_blob(data, public=True) as (store, targets, _):
+        assert read_through(store, len(data)) == data
+    assert blob_gets(targets) == ["/share/blob.bin"]
+    assert "streamed by a presigned GET" in caplog.text

@@ -63,7 +63,16 @@ class S3Streams:
         shorter, and fewer bytes if the object ends first); each piece gets the backend's timeout. A
         missing object raises FileNotFoundError, as s3fs says it."""
         if self._presigned:
-            url = self._backend.run(_presign, self._backend.async_fs, path)
+            try:
+                url = self._backend.run(_presign, self._backend.async_fs, path)
+            except Exception as exc:
+                if isinstance(exc, OSError):  # (credentials fetched over a network: tried again)
+                    raise
+                self._presigned = False  # a client botocore cannot presign for (an anonymous one)
+                log.info("s3://%s: no presigned GET (%s: %s); this store streams through s3fs's client",
+                         path, type(exc).__name__, exc)
+                yield from _s3fs_pieces(self._backend, path, start, stop, piece)
+                return
             pieces = self._http_reader(url).pieces(url, start, stop, piece)
             try:
                 first = next(pieces, None)
@@ -114,8 +123,18 @@ async def _presign(fs: Any, path: str) -> str:
     bucket, key, version_id = fs.split_path(path)
     await fs.set_session()
     client = await fs.get_s3(bucket)
+    client.meta.events.register_first("choose-signer.s3.GetObject", _as_the_client_signs,
+                                      unique_id="zarrfs-presign-as-the-client-signs")
     params = {"Bucket": bucket, "Key": key, **({"VersionId": version_id} if version_id else {})}
     return str(await client.generate_presigned_url("get_object", Params=params, ExpiresIn=PRESIGNED_SECONDS))
+
+
+def _as_the_client_signs(signature_version: Any, **_: Any) -> Any:
+    """A presigned GET signed with the client's own signature version (S3's version 4, unless the user
+    named another). Left to itself, botocore presigns with version 2 wherever a region still accepts
+    it, and S3 refuses version 2 for every bucket made since June 2020."""
+    version4 = isinstance(signature_version, str) and signature_version.startswith(("s3v4", "v4"))
+    return signature_version if version4 and signature_version.endswith("-query") else None
 
 
 def _s3fs_pieces(backend: AsyncFsBackend, path: str, start: int, stop: int,
