@@ -21,20 +21,23 @@ from remoteutil import BackloggedHTTPServer, RangeHandler, serving
 from zarrfs.byte_ranges import OffsetRequest, RangeRequest, SuffixRequest
 from zarrfs.errors import StoreError
 from zarrfs.options import StoreOptions
+from zarrfs.stores.http import HttpReader, HttpStatusError
 from zarrfs.stores.store import Store
 
 BODY = bytes(range(256)) * 1000  # 256,000 bytes
 
 
 class KeepAliveHandler(RangeHandler):
-    """HTTP/1.1 with keep-alive, a redirect (/moved/x -> /x), a stalled body (/stall) and a cut one (/cut)."""
+    """HTTP/1.1 with keep-alive, a redirect (/moved/x -> /x), one that says not where (/nowhere/x), a
+    stalled body (/stall) and a cut one (/cut)."""
 
     protocol_version = "HTTP/1.1"
 
     def do_GET(self) -> None:
-        if self.path.startswith("/moved/"):
-            self.send_response(302)
-            self.send_header("Location", self.path.removeprefix("/moved"))
+        if self.path.startswith(("/moved/", "/nowhere/")):
+            self.send_response(302 if self.path.startswith("/moved/") else 301)
+            if self.path.startswith("/moved/"):
+                self.send_header("Location", self.path.removeprefix("/moved"))
             self.send_header("Content-Length", "0")
             self.end_headers()
         elif self.path in ("/stall", "/cut"):
@@ -100,6 +103,15 @@ def test_plain_http_reads_with_zarrfs_client_and_answers_as_fsspec(served: tuple
         assert store.get_range("absent", RangeRequest(0, 10)) is None
     assert bytes(ours.get("moved/data")) == BODY  # a redirect is followed
     assert ours.stats.as_dict()["retries"] == 0
+
+
+def test_a_redirect_without_a_location_is_an_error_status(served: tuple[str, CountingServer]) -> None:
+    """A 301 that names no Location (S3's answer to a request sent to the wrong region) is an error
+    status, as a 4xx would be: never followed to the URL it came from."""
+    url, _ = served
+    with pytest.raises(HttpStatusError) as raised:
+        HttpReader(5).cat_file(f"{url}/nowhere/data")
+    assert raised.value.status == 301 and "without a Location" in str(raised.value)
 
 
 def test_listings_and_existence_come_from_zarrfs_client_as_fsspec_answers_them(tmp_path: Path) -> None:

@@ -196,8 +196,12 @@ class HttpReader:
                 return _Opened(key, connection, response)
             response.read()  # no body to keep
             answer: str | Exception
-            if response.status in _REDIRECT_STATUS:
-                answer = response.getheader("Location") or ""
+            location = response.getheader("Location")
+            if response.status in _REDIRECT_STATUS and location:
+                answer = location
+            elif response.status in _REDIRECT_STATUS:  # (S3's answer to a request for the wrong region)
+                answer = HttpStatusError(f"HTTP {response.status} {response.reason} without a Location for {url}",
+                                         response.status)
             elif response.status in _MISSING_STATUS:
                 answer = FileNotFoundError(url)
             else:
