@@ -258,15 +258,18 @@ def test_an_s3_stream_refused_by_signature_goes_through_s3fs_from_then_on(
     assert not re.search(r"Signature=(?!\*)", caplog.text), caplog.text
 
 
-def test_an_s3_stream_answered_503_tries_a_presigned_get_again(tmp_path: Path, blocks: None) -> None:
-    """A 5xx answer to a presigned GET is the server's trouble: it is tried again, presigned again."""
+def test_an_s3_stream_answered_503_tries_a_presigned_get_again(tmp_path: Path, blocks: None,
+                                                              caplog: pytest.LogCaptureFixture) -> None:
+    """A 5xx answer to a presigned GET is the server's trouble: it is tried again, presigned again; the
+    retry's log line names the answer and the object, not the URL's signature."""
     data = np.random.default_rng(14).bytes(24 * BLOCK)
-    with s3_blob(data) as (store, targets, proxy):
+    with caplog.at_level(logging.DEBUG, logger="zarrfs"), s3_blob(data) as (store, targets, proxy):
         proxy.inject("503", match=PRESIGNED, times=1)
         assert read_through(store, len(data)) == data
     gets = blob_gets(targets)
     assert len(gets) == 2 and all(re.search(PRESIGNED, get) for get in gets), gets
     assert store.stats.retries == 1
+    assert "HTTP 503" in caplog.text and "/share/blob.bin" in caplog.text and "Signature" not in caplog.text
 
 
 def test_a_requester_pays_s3_stream_goes_through_s3fs(tmp_path: Path, blocks: None) -> None:

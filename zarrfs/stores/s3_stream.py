@@ -83,10 +83,12 @@ class S3Streams:
                 raise FileNotFoundError(path) from None
             except (HttpStatusError, TargetRefused, ssl.SSLError) as exc:
                 if isinstance(exc, HttpStatusError) and exc.status >= 500:  # the server's trouble: tried again
-                    raise type(exc)(_hidden(str(exc), url), exc.status) from None
+                    raise _hidden_error(exc, url) from None
                 self._presigned = False
                 log.info("s3://%s: a presigned GET failed (%s); this store streams through s3fs's client from now on",
                          path, _hidden(str(exc), url))
+            except OSError as exc:  # a timeout, a reset: tried again
+                raise _hidden_error(exc, url) from None
             else:
                 log.debug("s3://%s [%d:%d]: streamed by a presigned GET of %s", path, start, stop, _hidden(url, url))
                 try:
@@ -112,14 +114,20 @@ def _hidden(text: str, url: str) -> str:
     return redact_url(text.replace(url, url.partition("?")[0]))
 
 
+def _hidden_error(exc: OSError, url: str) -> OSError:
+    """`exc` again, of its kind, without the presigned URL in what it says."""
+    if url not in str(exc):
+        return exc
+    text = _hidden(str(exc), url)
+    return HttpStatusError(text, exc.status) if isinstance(exc, HttpStatusError) else type(exc)(text)
+
+
 def _url_hidden(pieces: Generator[bytearray, None, None], url: str) -> Generator[bytearray, None, None]:
     """`pieces`, a failure part-way raised again without the presigned URL in what it says."""
     try:
         yield from pieces
     except OSError as exc:
-        if url not in str(exc):
-            raise
-        raise type(exc)(_hidden(str(exc), url)) from None
+        raise _hidden_error(exc, url) from None
 
 
 async def _presign(fs: Any, path: str) -> str:
