@@ -13,6 +13,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import threading
 import warnings
 import zipfile
@@ -103,12 +104,13 @@ def _write_share(root: Path) -> Share:
     docs = root / "docs"
     (docs / "empty").mkdir(parents=True)
     (docs / "report.pdf").write_bytes(rng.bytes(300_000))
+    (docs / "stack.tif").write_bytes(rng.bytes(20_000_000))  # blocks enough for a remote read to stream
     (docs / "notes.txt").write_text("plain text\n")
     broken = root / "lab" / "broken.zarr"
     broken.mkdir()
     (broken / "zarr.json").write_text("{not json")
     os.utime(docs / "notes.txt", ns=(1_700_000_000_123_456_789, 1_700_000_000_123_456_789))
-    plain = ["docs/report.pdf", "docs/notes.txt", "lab/project-b/photos.zip", "lab/project-b/settings.json",
+    plain = ["docs/report.pdf", "docs/stack.tif", "docs/notes.txt", "lab/project-b/photos.zip", "lab/project-b/settings.json",
              "lab/project-b/raw.h5"]
     stores = ["lab/project-a/scan.zarr", "lab/project-a/old.zarr", "lab/project-a/cells.ome.zarr",
               "lab/project-a/climate.zarr", "lab/project-b/archive.zip", "lab/project-b/refs.json",
@@ -285,7 +287,7 @@ def test_a_share_in_a_bucket_prefix(share: Share, tmp_path: Path) -> None:
         s3.upload("lab-share", share.root, "prefix/share")
         options = ("-S", "key=testing", "-S", "secret=testing", "-S", f"endpoint_url={s3.endpoint}",
                    "-S", 'client_kwargs={"region_name": "us-east-1"}')
-        mount = remote_mount(tmp_path, "s3://lab-share/prefix/share", *options,
+        mount = remote_mount(tmp_path, "s3://lab-share/prefix/share", *options, "--log-level", "debug",
                              expected_log=BROKEN_LOG + (r"timeline\.icechunk: cannot be opened",))
         with mounted_many([mount]):
             root = mount.root
@@ -297,6 +299,10 @@ def test_a_share_in_a_bucket_prefix(share: Share, tmp_path: Path) -> None:
             for relative in share.plain:
                 assert (root / relative).read_bytes() == (share.root / relative).read_bytes(), relative
             assert "invalid JSON" in (root / "lab/broken.zarr/ZARRFS-ERROR.txt").read_text()
+        # The big file streamed by one presigned GET, logged (at DEBUG) without the URL's signature.
+        log = mount.log.read_text()
+        assert re.search(r"docs/stack\.tif \[0:20000000\]: streamed by a presigned GET", log), log
+        assert "Signature" not in log
 
 
 @pytest.mark.mount
