@@ -10,17 +10,19 @@ from collections import Counter
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
+from http import HTTPStatus
 from http.server import SimpleHTTPRequestHandler
 from pathlib import Path
 from typing import BinaryIO, ClassVar
 
 import numpy as np
 import pytest
-from remoteutil import FaultProxy, RangeHandler, fault_proxy, http_server, s3_server
+from remoteutil import EtagHandler, FaultProxy, RangeHandler, fault_proxy, http_server, s3_server
 
 from zarrfs.engine import plain_files
 from zarrfs.engine.cache import ChunkCache
 from zarrfs.engine.plain_files import PlainFileReader
+from zarrfs.errors import StoreError
 from zarrfs.options import DiskCacheOptions, StoreOptions
 from zarrfs.stores.store import Store
 
@@ -172,6 +174,51 @@ def test_a_stream_cut_part_way_goes_on_from_the_block_it_got_to(tmp_path: Path, 
     # The stream's one GET, to the file's end, cut after half its body; then the other half.
     assert RangesLogged.ranges == [f"bytes=0-{len(data) - 1}", f"bytes={len(data) // 2}-{len(data) - 1}"], \
         RangesLogged.ranges
+
+
+class RewrittenWhileSent(EtagHandler):
+    """Static files with ETags; the first GET of blob.bin sends half its body, then the file is rewritten
+    (same size, other bytes: another ETag) and the connection closed, as a writer replacing it would."""
+
+    first: ClassVar[bool] = True
+
+    def send_head(self) -> BinaryIO | None:
+        if self.path != "/blob.bin" or not RewrittenWhileSent.first:
+            return super().send_head()
+        RewrittenWhileSent.first = False
+        self.counter[self.path] += 1
+        path = Path(self.translate_path(self.path))
+        data = path.read_bytes()
+        self.send_response(HTTPStatus.PARTIAL_CONTENT)
+        self.send_header("Content-Range", f"bytes 0-{len(data) - 1}/{len(data)}")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data[:len(data) // 2])
+        self.wfile.flush()
+        rewritten = path.with_suffix(".new")
+        rewritten.write_bytes(bytes(255 - b for b in data))
+        rewritten.replace(path)
+        self.close_connection = True
+        return None
+
+
+def test_a_file_rewritten_between_two_gets_of_its_stream_is_an_error_never_mixed_bytes(
+        tmp_path: Path, blocks: None) -> None:
+    """A stream cut part-way goes on with another GET; if that GET's answer is of another version (the
+    file was rewritten, same size), the read fails (EIO) rather than joining the two versions' bytes."""
+    data = written_blob(tmp_path, 16, 17)
+    RewrittenWhileSent.first = True
+    with http_server(tmp_path, RewrittenWhileSent) as server:
+        reader = PlainFileReader(Store.open(server.url), "blob.bin", len(data), None, ChunkCache(64 << 20, 4),
+                                 timeout=30)
+        try:
+            got = read(reader, 0)  # from the first answer, before it was cut
+            with pytest.raises(StoreError, match="changed while it was read"):
+                read_all(reader, READ)
+        finally:
+            reader.close()
+    assert got == data[:READ]
+    assert server.counter["/blob.bin"] == 2  # the cut GET and the one it went on with, not retried
 
 
 def test_a_stream_that_stalls_part_way_goes_on_from_a_new_get(tmp_path: Path, blocks: None) -> None:

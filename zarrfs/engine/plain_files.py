@@ -26,6 +26,7 @@ import numpy as np
 from ..byte_ranges import RangeRequest
 from ..errors import StoreError
 from ..stores.store import Store
+from ..stores.versioned import OneVersion
 from .cache import ChunkCache
 from .chunks import coalesce
 from .geometry import Coords
@@ -69,9 +70,12 @@ class PlainFileReader:
         self._requested_until = 0  # blocks before this one were asked for ahead of the stream
         # GETs that top-ups left part-read, by the offset of their next byte, for the next top-up to go on
         # with; and how many being read now will be left at each offset.
-        self._parked: dict[int, Generator[bytes | bytearray, None, None]] = {}
+        self._parked: dict[int, Generator[bytes | bytearray | memoryview, None, None]] = {}
         self._arriving: Counter[int] = Counter()
         self._gets_changed = threading.Condition(self._lock)
+        # Every GET a stream makes (one per stream, another where one failed part-way) must carry the
+        # version the first carried: a file rewritten between two of them would mix their bytes.
+        self._streamed_version = OneVersion(f"{store.display_name}: {key}")
         self._closed = False
         path = store.local_path(key)
         self._fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC) if path is not None else None
@@ -179,7 +183,7 @@ class PlainFileReader:
                 raise
             self._leave_get(end, pieces)
 
-    def _take_get(self, offset: int, end: int) -> Generator[bytes | bytearray, None, None]:
+    def _take_get(self, offset: int, end: int) -> Generator[bytes | bytearray | memoryview, None, None]:
         """A GET whose next byte is at `offset`: the one a top-up being read now will leave there (waited
         for: the stream's top-ups read one GET in turn), else one left there, else a new one to the file's
         end. `end`: where this run will leave it."""
@@ -190,16 +194,17 @@ class PlainFileReader:
             while self._arriving[offset]:
                 self._gets_changed.wait()
             pieces = self._parked.pop(offset, None)
-        return pieces or self.store.get_range_pieces(self.key, RangeRequest(offset, self.size), BLOCK_BYTES)
+        return pieces or self.store.get_range_pieces(self.key, RangeRequest(offset, self.size), BLOCK_BYTES,
+                                                     self._streamed_version.check)
 
-    def _leave_get(self, end: int, pieces: Generator[bytes | bytearray, None, None] | None) -> None:
+    def _leave_get(self, end: int, pieces: Generator[bytes | bytearray | memoryview, None, None] | None) -> None:
         """A run that ended at `end` leaves its GET there for the next top-up (None: it failed). At most
         `PARKED_GETS` wait, the furthest on; none at the file's end or once the file is closed."""
         if not self.store.streams:
             if pieces is not None:
                 pieces.close()
             return
-        closing: list[Generator[bytes | bytearray, None, None]] = []
+        closing: list[Generator[bytes | bytearray | memoryview, None, None]] = []
         with self._gets_changed:
             self._arriving[end] -= 1
             if not self._arriving[end]:

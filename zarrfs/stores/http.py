@@ -33,12 +33,13 @@ from __future__ import annotations
 import http.client
 import threading
 import time
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from typing import NamedTuple
 from urllib.parse import quote, urljoin, urlsplit
 
 from ..versions import package_version
 from .trust import TrustRule
+from .versioned import http_version
 
 MAX_REDIRECTS = 5
 # The body is read this much at a time, the deadline checked between pieces.
@@ -104,16 +105,20 @@ class HttpReader:
         body, _, got = self._answer(url, _range(start, end), conditions)
         return body, got
 
-    def pieces(self, url: str, start: int, stop: int, piece: int) -> Generator[bytearray, None, None]:
+    def pieces(self, url: str, start: int, stop: int, piece: int,
+               on_version: Callable[[str | None], None] | None = None) -> Generator[bytearray | memoryview, None, None]:
         """Bytes [start, stop) of `url` from one GET, in pieces of `piece` bytes (the last one shorter, and
         fewer bytes if the object ends first) as its body arrives; each piece gets `timeout` seconds.
-        From a server that ignores Range, the whole body comes and the bytes before `start` are dropped."""
+        From a server that ignores Range, the whole body comes and the bytes before `start` are dropped.
+        `on_version` is told the answer's version (`http_version`) before any of its bytes are read."""
         deadline = time.monotonic() + self.timeout
         opened = self._open(url, _range(start, stop), deadline, {})
         connection, response = opened.connection, opened.response
         try:
             if response.status == 304:  # (asked for no condition: a broken server)
                 raise OSError(f"HTTP 304 for an unconditional GET of {url}")
+            if on_version is not None:
+                on_version(http_version({name: value for name in VALIDATORS if (value := response.getheader(name))}))
             # 206 is the range asked for; 200 the whole object, read from its start.
             at, wanted = (0, start) if response.status == 200 else (start, start)
             while at < stop:
@@ -275,10 +280,18 @@ def _send(connection: http.client.HTTPConnection, target: str, headers: dict[str
 
 def _read_piece(connection: http.client.HTTPConnection, response: http.client.HTTPResponse, nbytes: int,
                 deadline: float) -> bytearray:
-    """The next `nbytes` of the body (fewer where the body ends first), by `deadline`, read `PIECE`
-    bytes at a time with the deadline checked between them."""
+    """The next `nbytes` of the body (fewer where the body ends first), by `deadline`."""
     piece = bytearray(nbytes)
-    view = memoryview(piece)
+    del piece[_read_into(connection, response, piece, deadline):]
+    return piece
+
+
+def _read_into(connection: http.client.HTTPConnection, response: http.client.HTTPResponse,
+               buffer: bytearray, deadline: float) -> int:
+    """Fill `buffer` with the body's next bytes (fewer where the body ends first), by `deadline`, read
+    `PIECE` bytes at a time with the deadline checked between them; how many it got."""
+    nbytes = len(buffer)
+    view = memoryview(buffer)
     filled = 0
     try:
         while filled < nbytes:
@@ -293,8 +306,7 @@ def _read_piece(connection: http.client.HTTPConnection, response: http.client.HT
         raise TimeoutError(f"the body stopped arriving ({filled} of {nbytes} bytes)") from exc
     finally:
         view.release()
-    del piece[filled:]
-    return piece
+    return filled
 
 
 def _read_body(connection: http.client.HTTPConnection, response: http.client.HTTPResponse,

@@ -104,8 +104,8 @@ class Requests:
             self._back_off(what, error, attempt, tries)
             attempt += 1
 
-    def stream(self, what: str, open_at: Callable[[int], Generator[bytes | bytearray, None, None]],
-               start: int) -> Generator[bytes | bytearray, None, None]:
+    def stream(self, what: str, open_at: Callable[[int], Generator[bytes | bytearray | memoryview, None, None]],
+               start: int) -> Generator[bytes | bytearray | memoryview, None, None]:
         """The pieces that `open_at(offset)` yields (one request for the bytes from `offset` to the stream's
         end), from `start`. A slot is held while a piece arrives, not between pieces: a stream its reader
         has not finished (a file read part-way) keeps its connection, never a slot other reads wait

@@ -36,7 +36,7 @@ from __future__ import annotations
 import logging
 import ssl
 import threading
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from typing import Any
 
 from .backends import AsyncFsBackend
@@ -61,10 +61,13 @@ class S3Streams:
         self._reader: HttpReader | None = None
         self._lock = threading.Lock()
 
-    def pieces(self, path: str, start: int, stop: int, piece: int) -> Generator[bytes | bytearray, None, None]:
+    def pieces(self, path: str, start: int, stop: int, piece: int,
+               on_version: Callable[[str | None], None] | None = None,
+               ) -> Generator[bytes | bytearray | memoryview, None, None]:
         """Bytes [start, stop) of the object at `path` from one GET, in pieces of `piece` bytes (the last one
         shorter, and fewer bytes if the object ends first); each piece gets the backend's timeout. A
-        missing object raises FileNotFoundError, as s3fs says it."""
+        missing object raises FileNotFoundError, as s3fs says it. `on_version` is told the answer's
+        ETag before any of its bytes are read."""
         if self._presigned:
             try:
                 url = self._backend.run(_presign, self._backend.async_fs, path)
@@ -74,9 +77,9 @@ class S3Streams:
                 self._presigned = False  # a client botocore cannot presign for (an anonymous one)
                 log.info("s3://%s: no presigned GET (%s: %s); this store streams through s3fs's client",
                          path, type(exc).__name__, exc)
-                yield from _s3fs_pieces(self._backend, path, start, stop, piece)
+                yield from _s3fs_pieces(self._backend, path, start, stop, piece, on_version)
                 return
-            pieces = self._http_reader(url).pieces(url, start, stop, piece)
+            pieces = self._http_reader(url).pieces(url, start, stop, piece, on_version)
             try:
                 first = next(pieces, None)
             except FileNotFoundError:
@@ -98,7 +101,7 @@ class S3Streams:
                 finally:
                     pieces.close()  # a reader that stopped early: the connection, unread, is closed
                 return
-        yield from _s3fs_pieces(self._backend, path, start, stop, piece)
+        yield from _s3fs_pieces(self._backend, path, start, stop, piece, on_version)
 
     def _http_reader(self, url: str) -> HttpReader:
         """The client for the presigned GETs, made on the first; a redirect may only lead to the same
@@ -122,7 +125,8 @@ def _hidden_error(exc: OSError, url: str) -> OSError:
     return HttpStatusError(text, exc.status) if isinstance(exc, HttpStatusError) else type(exc)(text)
 
 
-def _url_hidden(pieces: Generator[bytearray, None, None], url: str) -> Generator[bytearray, None, None]:
+def _url_hidden(pieces: Generator[bytearray | memoryview, None, None], url: str,
+                ) -> Generator[bytearray | memoryview, None, None]:
     """`pieces`, a failure part-way raised again without the presigned URL in what it says."""
     try:
         yield from pieces
@@ -148,12 +152,14 @@ def _as_the_client_signs(signature_version: Any, **_: Any) -> Any:
     return signature_version if version4 and signature_version.endswith("-query") else None
 
 
-def _s3fs_pieces(backend: AsyncFsBackend, path: str, start: int, stop: int,
-                 piece: int) -> Generator[bytes, None, None]:
+def _s3fs_pieces(backend: AsyncFsBackend, path: str, start: int, stop: int, piece: int,
+                 on_version: Callable[[str | None], None] | None) -> Generator[bytes, None, None]:
     """`S3Streams.pieces` through s3fs's client (aiohttp on its event loop)."""
     response = backend.run(_get_object, backend.async_fs, path, start, stop)
     body = response["Body"]
     try:
+        if on_version is not None:
+            on_version(response.get("ETag"))
         at = start
         while at < stop:
             nbytes = min(piece, stop - at)

@@ -185,11 +185,14 @@ class Store:
         disk cache), rather than once the whole range is in."""
         return self.disk_cache is None and (isinstance(self._backend, HttpBackend) or self._s3_streams is not None)
 
-    def get_range_pieces(self, key: str, span: RangeRequest, piece: int) -> Generator[bytes | bytearray, None, None]:
+    def get_range_pieces(self, key: str, span: RangeRequest, piece: int,
+                         on_version: Callable[[str | None], None] | None = None,
+                         ) -> Generator[bytes | bytearray | memoryview, None, None]:
         """The bytes `span` asks for of `key`, in pieces of `piece` bytes (the last one shorter; fewer bytes,
         or none, if the object is shorter or missing). Where the store `streams`, from one request whose
-        body is read a piece at a time (a failure part-way goes on from the byte it got to); else from one
-        `get_range`, cut up."""
+        body is read a piece at a time (a failure part-way goes on from the byte it got to), each answer's
+        version told to `on_version` before its bytes (ChangedWhileRead from it ends the stream); else
+        from one `get_range`, cut up."""
         if not self.streams:
             view = memoryview(self.get_range(key, span) or b"")
             for at in range(0, len(view), piece):
@@ -197,11 +200,11 @@ class Store:
             return
         backend, path, stop = self._backend, self._path(key), span.end
 
-        def open_at(start: int) -> Generator[bytes | bytearray, None, None]:
+        def open_at(start: int) -> Generator[bytes | bytearray | memoryview, None, None]:
             if isinstance(backend, HttpBackend):
-                return backend.reader.pieces(path, start, stop, piece)
+                return backend.reader.pieces(path, start, stop, piece, on_version)
             assert self._s3_streams is not None
-            return self._s3_streams.pieces(path, start, stop, piece)
+            return self._s3_streams.pieces(path, start, stop, piece, on_version)
 
         try:
             yield from self._requests.stream(f"reading {key!r} [{span.start}:{span.end}]", open_at, span.start)

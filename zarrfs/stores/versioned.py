@@ -7,6 +7,7 @@ import datetime
 import email.utils
 import os
 import stat
+import threading
 import time
 from collections.abc import Hashable
 from dataclasses import dataclass
@@ -88,6 +89,35 @@ async def s3_get(fs: Any, path: str) -> Versioned:
     modified_ns = int(modified.timestamp()) * 1_000_000_000 if isinstance(modified, datetime.datetime) else None
     date = ((response.get("ResponseMetadata") or {}).get("HTTPHeaders") or {}).get("date")
     return remote_versioned(data, str(etag) if etag else None, modified_ns, date, time.time_ns())
+
+
+class ChangedWhileRead(OSError):
+    """An answer for an open file that carries another version than the answers before it did: its
+    bytes are not mixed with theirs, and no retry changes that."""
+
+    permanent = True  # (requests.py: not tried again)
+
+
+class OneVersion:
+    """The version of one object across the answers one open file gets (`check` each): the first
+    answer's, which every later one must carry. An answer that tells no version passes."""
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+        self._first: Hashable | None = None
+        self._lock = threading.Lock()
+
+    def check(self, version: Hashable | None) -> None:
+        """Raise ChangedWhileRead if `version` is not the first answer's."""
+        if version is None:
+            return
+        with self._lock:
+            if self._first is None:
+                self._first = version
+            first = self._first
+        if version != first:
+            raise ChangedWhileRead(f"{self._name} changed while it was read (its first answer was version "
+                                   f"{first}, this one {version})")
 
 
 def http_version(validators: dict[str, str]) -> str | None:
