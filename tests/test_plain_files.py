@@ -22,7 +22,7 @@ from remoteutil import EtagHandler, FaultProxy, RangeHandler, fault_proxy, http_
 from zarrfs.engine import plain_files
 from zarrfs.engine.cache import ChunkCache
 from zarrfs.engine.plain_files import PlainFileReader
-from zarrfs.errors import StoreError
+from zarrfs.errors import StaleChunkError
 from zarrfs.options import DiskCacheOptions, StoreOptions
 from zarrfs.stores.store import Store
 
@@ -205,7 +205,7 @@ class RewrittenWhileSent(EtagHandler):
 def test_a_file_rewritten_between_two_gets_of_its_stream_is_an_error_never_mixed_bytes(
         tmp_path: Path, blocks: None) -> None:
     """A stream cut part-way goes on with another GET; if that GET's answer is of another version (the
-    file was rewritten, same size), the read fails (EIO) rather than joining the two versions' bytes."""
+    file was rewritten, same size), the read fails (ESTALE) rather than joining the two versions' bytes."""
     data = written_blob(tmp_path, 16, 17)
     RewrittenWhileSent.first = True
     with http_server(tmp_path, RewrittenWhileSent) as server:
@@ -213,7 +213,7 @@ def test_a_file_rewritten_between_two_gets_of_its_stream_is_an_error_never_mixed
                                  timeout=30)
         try:
             got = read(reader, 0)  # from the first answer, before it was cut
-            with pytest.raises(StoreError, match="changed while it was read"):
+            with pytest.raises(StaleChunkError, match="changed while it was read"):  # ESTALE
                 read_all(reader, READ)
         finally:
             reader.close()

@@ -97,7 +97,8 @@ class StaleFileError(ZarrfsError):
 
 class StaleChunkError(ZarrfsError):
     """A chunk changed in the store since the open files reading it first saw it, or since their
-    layout was read (ESTALE: reopen the file to see the store as it is now)."""
+    layout was read; or an ordinary file changed between two GETs of one open file's reads (ESTALE:
+    reopen the file to see the store as it is now)."""
 
     errno = _errno.ESTALE
 

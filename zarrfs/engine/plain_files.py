@@ -24,9 +24,9 @@ from typing import Any
 import numpy as np
 
 from ..byte_ranges import RangeRequest
-from ..errors import StoreError
+from ..errors import StaleChunkError, StoreError
 from ..stores.store import Store
-from ..stores.versioned import OneVersion
+from ..stores.versioned import ChangedWhileRead, OneVersion
 from .cache import ChunkCache
 from .chunks import coalesce
 from .geometry import Coords
@@ -173,7 +173,7 @@ class PlainFileReader:
             pieces = self._take_get(run.start, end)
             try:
                 for index in range(first, last):
-                    piece = next(pieces, None)
+                    piece = _next_piece(pieces)
                     if piece is None or len(piece) != min(BLOCK_BYTES, self.size - index * BLOCK_BYTES):
                         raise self._changed(index * BLOCK_BYTES, end, "fewer bytes")
                     yield self._block_key(index), np.frombuffer(piece, np.uint8)
@@ -233,3 +233,14 @@ class PlainFileReader:
     def _changed(self, start: int, stop: int, got: str) -> StoreError:
         return StoreError(f"{self.store.display_name}: {self.key}: bytes [{start}:{stop}] came back as {got}: "
                           f"the file changed since it was listed ({self.size} bytes)")
+
+
+def _next_piece(pieces: Generator[bytes | bytearray | memoryview, None, None]) -> bytes | bytearray | memoryview | None:
+    """The stream's next piece (None at its end); a file that changed between two of its GETs is
+    StaleChunkError (ESTALE: reopen it to read it as it is now), as an array's rewritten chunk is."""
+    try:
+        return next(pieces, None)
+    except StoreError as exc:
+        if isinstance(exc.__cause__, ChangedWhileRead):
+            raise StaleChunkError(str(exc)) from exc
+        raise
