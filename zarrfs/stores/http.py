@@ -31,6 +31,7 @@ wait on the socket gets what is left of them.
 from __future__ import annotations
 
 import http.client
+import mmap
 import threading
 import time
 from collections.abc import Callable, Generator
@@ -44,6 +45,7 @@ from .versioned import http_version
 MAX_REDIRECTS = 5
 # The body is read this much at a time, the deadline checked between pieces.
 PIECE = 1 << 20
+_HUGE_PAGE = 2 << 20
 _MISSING_STATUS = (404, 410)
 _REDIRECT_STATUS = (301, 302, 303, 307, 308)
 # What tells one version of an object from another, and the request header that asks "changed since?".
@@ -123,7 +125,7 @@ class HttpReader:
             at, wanted = (0, start) if response.status == 200 else (start, start)
             while at < stop:
                 nbytes = min(piece, stop - at, wanted - at) if at < wanted else min(piece, stop - at)
-                body = _read_piece(connection, response, nbytes, time.monotonic() + self.timeout)
+                body = _read_kept_piece(connection, response, nbytes, time.monotonic() + self.timeout)
                 if at >= wanted and body:
                     yield body
                 at += len(body)
@@ -286,8 +288,24 @@ def _read_piece(connection: http.client.HTTPConnection, response: http.client.HT
     return piece
 
 
+def _read_kept_piece(connection: http.client.HTTPConnection, response: http.client.HTTPResponse, nbytes: int,
+                     deadline: float) -> bytearray | memoryview:
+    """`_read_piece` for a piece the mount keeps (a block of an ordinary file, held by the cache), in
+    memory of its own asked to be backed by huge pages. Such a piece is fresh memory: faulted in 4 KiB
+    at a time, its first touch was about a fifth of the daemon's time reading a file over S3, and the
+    kernel's pages come zeroed (no memset). Freed, it goes back to the system at once."""
+    if nbytes < _HUGE_PAGE:
+        return _read_piece(connection, response, nbytes, deadline)
+    region = mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)  # (shared memory would not be huge)
+    try:
+        region.madvise(mmap.MADV_HUGEPAGE)
+    except OSError:  # a kernel without transparent huge pages: 4 KiB pages, still no memset
+        pass
+    return memoryview(region)[:_read_into(connection, response, region, deadline)]
+
+
 def _read_into(connection: http.client.HTTPConnection, response: http.client.HTTPResponse,
-               buffer: bytearray, deadline: float) -> int:
+               buffer: bytearray | mmap.mmap, deadline: float) -> int:
     """Fill `buffer` with the body's next bytes (fewer where the body ends first), by `deadline`, read
     `PIECE` bytes at a time with the deadline checked between them; how many it got."""
     nbytes = len(buffer)
