@@ -221,6 +221,32 @@ def test_a_file_rewritten_between_two_gets_of_its_stream_is_an_error_never_mixed
     assert server.counter["/blob.bin"] == 2  # the cut GET and the one it went on with, not retried
 
 
+@pytest.mark.parametrize("disk_cache", [False, True], ids=["streams", "disk-cache"])
+def test_a_file_rewritten_between_two_lone_block_reads_is_an_error_never_mixed_bytes(
+        tmp_path: Path, blocks: None, disk_cache: bool) -> None:
+    """Reads far apart (no stream: each a GET of its own block) of one open file must be of one version:
+    once the file is rewritten (same size, another ETag), the next block's read fails (ESTALE), whether
+    the store streams or keeps answers in a disk cache."""
+    served = tmp_path / "served"
+    served.mkdir()
+    data = written_blob(served, 64, 18)
+    options = StoreOptions(disk_cache=DiskCacheOptions(str(tmp_path / "disk-cache"))) if disk_cache else None
+    with http_server(served, EtagHandler) as server:
+        store = Store.open(server.url, options=options)
+        assert store.streams is not disk_cache
+        reader = PlainFileReader(store, "blob.bin", len(data), None, ChunkCache(64 << 20, 4), timeout=30)
+        try:
+            got = read(reader, 40 * BLOCK)  # one block, alone
+            rewritten = served / "blob.new"
+            rewritten.write_bytes(bytes(255 - b for b in data))
+            rewritten.replace(served / "blob.bin")
+            with pytest.raises(StaleChunkError, match="changed while it was read"):
+                read(reader, 2 * BLOCK)  # far behind: another lone block, of the new version
+        finally:
+            reader.close()
+    assert got == data[40 * BLOCK:40 * BLOCK + READ]
+
+
 def test_a_stream_that_stalls_part_way_goes_on_from_a_new_get(tmp_path: Path, blocks: None) -> None:
     """A GET whose body stops arriving (the server holds it) fails its piece after the timeout and goes on
     from the block it got to with another GET; the reader gets every byte right."""

@@ -9,8 +9,10 @@ at `FIRST_AHEAD_BLOCKS` and doubles with each top-up to `MAX_AHEAD_BYTES` (or
 a quarter of the budget); the top-ups read on one ranged GET to the file's
 end, each block served as its bytes arrive (over HTTP and S3), so a stream
 makes one request rather than one per block. Each block is checked against the
-size the listing gave: a file that changed size since it was listed fails
-the read (EIO) rather than mixing two versions.
+size the listing gave (a file that changed size since it was listed fails the
+read, EIO) and every answer for one open file against the version the first
+carried (a file rewritten in between fails it, ESTALE), rather than mixing two
+versions.
 """
 
 from __future__ import annotations
@@ -73,9 +75,9 @@ class PlainFileReader:
         self._parked: dict[int, Generator[bytes | bytearray | memoryview, None, None]] = {}
         self._arriving: Counter[int] = Counter()
         self._gets_changed = threading.Condition(self._lock)
-        # Every GET a stream makes (one per stream, another where one failed part-way) must carry the
-        # version the first carried: a file rewritten between two of them would mix their bytes.
-        self._streamed_version = OneVersion(f"{store.display_name}: {key}")
+        # Every answer for this open file (a stream's GETs, a lone block's) must carry the version the
+        # first carried: a file rewritten between two of them would mix their bytes.
+        self._one_version = OneVersion(f"{store.display_name}: {key}")
         self._closed = False
         path = store.local_path(key)
         self._fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC) if path is not None else None
@@ -188,14 +190,15 @@ class PlainFileReader:
         for: the stream's top-ups read one GET in turn), else one left there, else a new one to the file's
         end. `end`: where this run will leave it."""
         if not self.store.streams:  # the run's bytes in one answer: nothing to go on with after
-            return self.store.get_range_pieces(self.key, RangeRequest(offset, end), BLOCK_BYTES)
+            return self.store.get_range_pieces(self.key, RangeRequest(offset, end), BLOCK_BYTES,
+                                               self._one_version.check)
         with self._gets_changed:
             self._arriving[end] += 1  # first: a top-up after this one waits for it even while it waits
             while self._arriving[offset]:
                 self._gets_changed.wait()
             pieces = self._parked.pop(offset, None)
         return pieces or self.store.get_range_pieces(self.key, RangeRequest(offset, self.size), BLOCK_BYTES,
-                                                     self._streamed_version.check)
+                                                     self._one_version.check)
 
     def _leave_get(self, end: int, pieces: Generator[bytes | bytearray | memoryview, None, None] | None) -> None:
         """A run that ended at `end` leaves its GET there for the next top-up (None: it failed). At most
@@ -222,10 +225,16 @@ class PlainFileReader:
         for stale in closing:
             stale.close()
 
-    def _get(self, first: int, stop_block: int) -> bytes | bytearray:
-        """The file's bytes of blocks [first, stop_block), checked against its listed size."""
+    def _get(self, first: int, stop_block: int) -> bytes | bytearray | memoryview:
+        """The file's bytes of blocks [first, stop_block), checked against its listed size and against
+        the version the file's other answers carried (a lone block is one GET as a stream is)."""
         start, stop = first * BLOCK_BYTES, min(self.size, stop_block * BLOCK_BYTES)
-        data = self.store.get_range(self.key, RangeRequest(start, stop))
+        pieces = self.store.get_range_pieces(self.key, RangeRequest(start, stop), stop - start,
+                                             self._one_version.check)
+        try:
+            data = _next_piece(pieces)
+        finally:
+            pieces.close()
         if data is None or len(data) != stop - start:
             raise self._changed(start, stop, "nothing" if data is None else f"{len(data)} bytes")
         return data

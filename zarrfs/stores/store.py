@@ -34,7 +34,7 @@ from .opening import open_icechunk, open_source
 from .requests import MISSING, Requests, StoreStats
 from .s3_stream import S3Streams
 from .trust import Refusal
-from .versioned import ABSENT, Versioned, http_version, read_local, remote_versioned, s3_get
+from .versioned import ABSENT, ChangedWhileRead, Versioned, http_version, read_local, remote_versioned, s3_get
 
 __all__ = ["ABSENT", "Listed", "Store", "Versioned"]
 
@@ -156,8 +156,7 @@ class Store:
             if local is not None:
                 return self._requests.call(what, lambda: read_local(local))
             if self.disk_cache is not None:
-                fetched = self.disk_cache.get_fetched(key, None, lambda validators: self._fetch(key, None, validators))
-                return Versioned(fetched.data, ABSENT if fetched.data is None else http_version(fetched.validators))
+                return self._kept_versioned(key, None)
             backend, path = self._backend, self._path(key)
             if isinstance(backend, HttpBackend):
                 data, got = self._requests.call(what, lambda: backend.fetch(path))
@@ -173,6 +172,21 @@ class Store:
     def get_range(self, key: str, byte_range: ByteRequest) -> bytes | bytearray | None:
         """The bytes of `key` that `byte_range` asks for (fewer past its end), or None if it does not exist."""
         return self._read(key, byte_range)
+
+    def get_range_versioned(self, key: str, span: RangeRequest) -> Versioned:
+        """As `get_range`, with the version of the object the bytes are from, as the answer that carried
+        them tells it (a disk cache entry keeps its answer's validators; None where neither tells one)."""
+        if self.disk_cache is None:
+            data = self._read(key, span)
+            return Versioned(data, ABSENT if data is None else None)
+        return self._kept_versioned(key, span)
+
+    def _kept_versioned(self, key: str, byte_range: ByteRequest | None) -> Versioned:
+        """Through the disk cache: the bytes and the version of the answer its entry kept (or fetched)."""
+        assert self.disk_cache is not None
+        fetched = self.disk_cache.get_fetched(key, byte_range,
+                                              lambda validators: self._fetch(key, byte_range, validators))
+        return Versioned(fetched.data, ABSENT if fetched.data is None else http_version(fetched.validators))
 
     def get_document(self, key: str, limit: int) -> bytes | bytearray | None:
         """Metadata document `key` (its first `limit` bytes at most), or None if it does not exist; in
@@ -194,7 +208,14 @@ class Store:
         version told to `on_version` before its bytes (ChangedWhileRead from it ends the stream); else
         from one `get_range`, cut up."""
         if not self.streams:
-            view = memoryview(self.get_range(key, span) or b"")
+            got = self.get_range_versioned(key, span)
+            if on_version is not None and got.data is not None:
+                try:
+                    on_version(None if got.version is None else str(got.version))
+                except ChangedWhileRead as exc:  # as a streamed answer's mismatch reaches the reader
+                    raise StoreError(f"{self.display_name}: reading {key!r} [{span.start}:{span.end}] "
+                                     f"failed: {exc}") from exc
+            view = memoryview(got.data or b"")
             for at in range(0, len(view), piece):
                 yield bytes(view[at:at + piece])  # each piece its own buffer, as a streamed one is
             return
