@@ -173,14 +173,6 @@ class Store:
         """The bytes of `key` that `byte_range` asks for (fewer past its end), or None if it does not exist."""
         return self._read(key, byte_range)
 
-    def get_range_versioned(self, key: str, span: RangeRequest) -> Versioned:
-        """As `get_range`, with the version of the object the bytes are from, as the answer that carried
-        them tells it (a disk cache entry keeps its answer's validators; None where neither tells one)."""
-        if self.disk_cache is None:
-            data = self._read(key, span)
-            return Versioned(data, ABSENT if data is None else None)
-        return self._kept_versioned(key, span)
-
     def _kept_versioned(self, key: str, byte_range: ByteRequest | None) -> Versioned:
         """Through the disk cache: the bytes and the version of the answer its entry kept (or fetched)."""
         assert self.disk_cache is not None
@@ -206,16 +198,22 @@ class Store:
         or none, if the object is shorter or missing). Where the store `streams`, from one request whose
         body is read a piece at a time (a failure part-way goes on from the byte it got to), each answer's
         version told to `on_version` before its bytes (ChangedWhileRead from it ends the stream); else
-        from one `get_range`, cut up."""
+        from one `get_range`, cut up, the version a disk cache entry kept told likewise."""
         if not self.streams:
-            got = self.get_range_versioned(key, span)
+            got = self._kept_versioned(key, span) if self.disk_cache is not None else \
+                Versioned(self.get_range(key, span), None)
             if on_version is not None and got.data is not None:
                 try:
                     on_version(None if got.version is None else str(got.version))
                 except ChangedWhileRead as exc:  # as a streamed answer's mismatch reaches the reader
                     raise StoreError(f"{self.display_name}: reading {key!r} [{span.start}:{span.end}] "
                                      f"failed: {exc}") from exc
-            view = memoryview(got.data or b"")
+            data = got.data or b""
+            if len(data) <= piece:  # one piece: the answer itself, not a copy of it
+                if data:
+                    yield data
+                return
+            view = memoryview(data)
             for at in range(0, len(view), piece):
                 yield bytes(view[at:at + piece])  # each piece its own buffer, as a streamed one is
             return
