@@ -3,7 +3,8 @@
 In one run, interleaved, medians of --repeat runs:
   (a) `dd bs=1M` of the mounted `.raw` with a cold daemon (fresh mount), against
       zarr-python 3 `z[:]` (fresh process) and against bench/memfs_ceiling.py
-      (1 GiB served from memory by mfusepy with zarrfs's FUSE settings). Every
+      (1 GiB served from memory by mfusepy with zarrfs's FUSE settings) and against
+      TensorStore's `read()` (fresh process; skipped when it is not installed). Every
       timed run, peer or mount, starts right after a helper process touched and
       freed 2.5 GiB (bench_data.recent_memory): on this VM a fresh process's
       first touch of memory is up to ~10x slower than on an ordinary machine,
@@ -166,19 +167,25 @@ def stats(mountpoint: Path) -> dict:
     return json.loads((mountpoint / ".zarrfs-stats.json").read_text())
 
 
-def zarr_python_seconds(store: str) -> float:
-    out = subprocess.run([sys.executable, str(HERE / "bench_engine.py"), "--one", "zarr-python", store],
+def peer_seconds(peer: str, store: str) -> float:
+    """Seconds a fresh process of `peer` (bench_engine.py's zarr-python or tensorstore) takes to read the array."""
+    out = subprocess.run([sys.executable, str(HERE / "bench_engine.py"), "--one", peer, store],
                          capture_output=True, text=True, check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])["seconds"]
 
 
-def run_store(store: str, work: Path, repeat: int, cache_size: str) -> dict:
+def has_tensorstore() -> bool:
+    found = subprocess.run([sys.executable, "-c", "import tensorstore"], capture_output=True, check=False)
+    return found.returncode == 0
+
+
+def run_store(store: str, work: Path, repeat: int, cache_size: str, tensorstore: bool) -> dict:
     path = ensure_store(store)
     raw = work / "z" / f"{store}.raw"
     ceiling_file = work / "c" / "file"
     chunks = math.prod(-(-s // c) for s, c in zip(SHAPE, CHUNKS))
     results: dict[str, list[float]] = {k: [] for k in (
-        "cold", "zp3", "ceiling_cold", "second", "ceiling_second", "plain_second")}
+        "cold", "zp3", *(("ts",) if tensorstore else ()), "ceiling_cold", "second", "ceiling_second", "plain_second")}
     cpu: dict[str, list[float]] = {"zarrfs": [], "ceiling": []}  # CPU seconds of the cold read
     decodes: list[float] = []
     fresh: list[float] = []
@@ -187,7 +194,11 @@ def run_store(store: str, work: Path, repeat: int, cache_size: str) -> dict:
         # Every timed process starts on recently used memory (bench_data.recent_memory), peers and mounts alike.
         warm_page_cache(path)
         recent_memory()
-        results["zp3"].append(zarr_python_seconds(store))
+        results["zp3"].append(peer_seconds("zarr-python", store))
+        if tensorstore:
+            warm_page_cache(path)
+            recent_memory()
+            results["ts"].append(peer_seconds("tensorstore", store))
         warm_page_cache(path)
         with mounted(zarrfs_mount(path, work / "z", cache_size), work / "z") as pid:
             recent_memory()
@@ -211,7 +222,12 @@ def run_store(store: str, work: Path, repeat: int, cache_size: str) -> dict:
         dd_seconds(plain)
         results["plain_second"].append(dd_seconds(plain))
     gbps = {k: NBYTES / 1e9 / statistics.median(v) for k, v in results.items()}
-    return {"gbps": gbps, "decodes_per_chunk": statistics.median(decodes), "fresh_buffers": statistics.median(fresh),
+    # Each round's peers ran minutes apart at most, so the median of the rounds' own ratios follows the
+    # host's drift less than a ratio of medians; both are printed.
+    paired = {peer: statistics.median(p / z for p, z in zip(results[peer], results["cold"]))
+              for peer in ("zp3", "ts") if peer in results}
+    return {"gbps": gbps, "paired": paired, "decodes_per_chunk": statistics.median(decodes),
+            "fresh_buffers": statistics.median(fresh),
             "cpu": {k: statistics.median(v) for k, v in cpu.items()},
             "raw_bytes_per_byte": statistics.median(raw_bytes)}
 
@@ -245,16 +261,23 @@ def main() -> None:
         with open(work / "plain.bin", "wb") as plain:  # the page-cache peer for (b)
             for _ in range(NBYTES >> 24):
                 plain.write(os.urandom(1 << 24))
-        print("(a) cold sequential dd bs=1M, (b) second read; GB/s, medians of", args.repeat)
-        print("| store | zarrfs cold | zarr-python z[:] | ceiling cold | vs zp3 | vs ceiling | "
+        tensorstore = has_tensorstore()
+        print("(a) cold sequential dd bs=1M, (b) second read; GB/s, medians of", args.repeat,
+              "(vs a peer: the ratio of medians, then the median of each round's ratio)")
+        print("| store | zarrfs cold | zarr-python z[:] | TensorStore read() | ceiling cold | vs zp3 | vs ts | "
+              "vs ceiling | "
               "zarrfs 2nd | ceiling 2nd | plain 2nd | 2nd vs ceiling 2nd | decodes/chunk | fresh buffers | "
               "cold CPU-s zarrfs / ceiling |")
-        print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+        print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
         for store in args.stores.split(","):
-            r = run_store(store, work, args.repeat, args.cache_size)
+            r = run_store(store, work, args.repeat, args.cache_size, tensorstore)
             g = r["gbps"]
-            print(f"| {store} | {g['cold']:.2f} | {g['zp3']:.2f} | {g['ceiling_cold']:.2f} | "
-                  f"{g['cold'] / g['zp3']:.2f}x | {g['cold'] / g['ceiling_cold']:.2f}x | {g['second']:.2f} | "
+            paired = r["paired"]
+            ts, vs_ts = (f"{g['ts']:.2f}", f"{g['cold'] / g['ts']:.2f}x ({paired['ts']:.2f}x)") if tensorstore \
+                else ("not installed", "")
+            print(f"| {store} | {g['cold']:.2f} | {g['zp3']:.2f} | {ts} | {g['ceiling_cold']:.2f} | "
+                  f"{g['cold'] / g['zp3']:.2f}x ({paired['zp3']:.2f}x) | {vs_ts} | "
+                  f"{g['cold'] / g['ceiling_cold']:.2f}x | {g['second']:.2f} | "
                   f"{g['ceiling_second']:.2f} | {g['plain_second']:.2f} | "
                   f"{g['second'] / g['ceiling_second']:.2f}x | {r['decodes_per_chunk']:.2f}"
                   + (f" (read raw: {r['raw_bytes_per_byte']:.2f} B/B)" if r["raw_bytes_per_byte"] else "")
