@@ -19,7 +19,7 @@ from mountutil import mounted
 from zarr.codecs import BytesCodec, ZstdCodec
 
 from zarrfs.engine.engine import Engine
-from zarrfs.engine.served import MAX_RAW_FILES, SEQUENTIAL_REACH, continues_stream
+from zarrfs.engine.served import continues_stream
 from zarrfs.options import EngineOptions
 from zarrfs.files.layout_files import OpenLayoutFile
 from zarrfs.files.tree import VirtualTree
@@ -450,12 +450,13 @@ def test_uncompressed_local_chunks_are_read_from_their_files_in_c(tmp_path: Path
     row = truth.shape[1] * 4
     engine = Engine.open(str(store), options=EngineOptions(cache_bytes=64 << 20))
     try:
+        engine.cache.served.max_raw_files = 64  # fewer than the 100 files present (of 120)
         handle = VirtualTree(engine, root_name="p").open("/p.raw")
         assert handle.attach(FH)  # a plain local array is served in C too
         table = engine.cache.served.table
         whole = np.empty(len(raw), np.uint8)
         assert handle.read_into(0, whole) == len(raw) and whole.tobytes() == raw  # Python, raw reads
-        assert table.counters()["chunks"] == MAX_RAW_FILES  # 100 files present of 120, more than C keeps
+        assert table.counters()["chunks"] == 64
         rng = random.Random(zarr_format)
         answered = 0
         for _ in range(2000):
@@ -475,6 +476,40 @@ def test_uncompressed_local_chunks_are_read_from_their_files_in_c(tmp_path: Path
         assert serve(engine, start, 40) is None
         engine.cache.served.forget_array(handle.region.reader._key_prefix, handle.region.reader._token)
         assert table.counters()["chunks"] == 0
+    finally:
+        engine.close()
+
+
+def test_random_reads_over_every_chunk_file_are_answered_in_c(tmp_path: Path) -> None:
+    """With the default limit C keeps every chunk file of a 300-file array open once Python has read
+    them: a random read anywhere in it is answered in C (not Python's, which reopens a file and
+    hands it to C, closing another), and right."""
+    truth = np.random.default_rng(9).integers(0, 1 << 30, (600, 2000), dtype="<i4")
+    store = tmp_path / "many.zarr"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        zarr.create_array(str(store), shape=truth.shape, chunks=(20, 200), dtype="<i4", compressors=None)[:] = truth
+    raw = truth.tobytes()
+    engine = Engine.open(str(store), options=EngineOptions(cache_bytes=64 << 20))
+    try:
+        assert engine.cache.served.max_raw_files >= 300  # this test's process has descriptors enough
+        handle = VirtualTree(engine, root_name="m").open("/m.raw")
+        assert handle.attach(FH)
+        whole = np.empty(len(raw), np.uint8)
+        assert handle.read_into(0, whole) == len(raw) and whole.tobytes() == raw
+        assert engine.cache.served.table.counters()["chunks"] == 300
+        rng = random.Random(3)
+        answered = 0
+        last_end = len(raw)  # where the whole read ended
+        for _ in range(1000):
+            offset = rng.randrange(0, len(raw) - 4096, 4096)
+            continues = continues_stream(last_end, offset, offset + 4096)  # those are Python's (readahead)
+            last_end = max(last_end, offset + 4096) if continues else offset + 4096
+            got = serve(engine, offset, 4096)
+            if not continues:
+                assert got == raw[offset:offset + 4096], offset
+                answered += 1
+        assert answered > 400  # the rest continued the last read by the rule
     finally:
         engine.close()
 

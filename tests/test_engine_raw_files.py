@@ -27,7 +27,6 @@ from oracles import Oracle, sample, write_zarr
 from zarrfs.engine.direct import ChunkFiles, _contiguous_start
 from zarrfs.engine.engine import Engine
 from zarrfs.engine.readahead import ReadStream
-from zarrfs.engine.served import MAX_RAW_FILES
 from zarrfs.errors import ChunkError, StaleChunkError
 from zarrfs.stores.store import Store
 
@@ -127,7 +126,7 @@ def test_open_files_stay_bounded_and_close(tmp_path: Path, open_engine: Callable
     check_reads(engine, oracle)
     assert engine.files.stats()["open_files"] == 5
     # Python's five, and those the C path keeps of the files Python read (engine/served.py).
-    assert len(os.listdir("/proc/self/fd")) <= fds_before + 5 + MAX_RAW_FILES
+    assert len(os.listdir("/proc/self/fd")) <= fds_before + 5 + engine.cache.served.max_raw_files
     engine.files.close()
     engine.cache.served.clear()
     assert len(os.listdir("/proc/self/fd")) == fds_before

@@ -26,7 +26,6 @@ from .geometry import element_range, plan_elements
 from .loads import Batch
 from .raw_chunks import RawChunks, Target
 from .readahead import Readahead, ReadStream, windowed
-from .served import MAX_RAW_FILES
 
 # How far ahead of a stream over uncompressed chunk files their files are given to C.
 RAW_AHEAD_BYTES = 4 << 20
@@ -193,7 +192,8 @@ class ArrayReader:
                 # chunk files comes to Python to open them, and when a band is smaller than a read,
                 # every read does.
                 end = min(until, stream.next_offset + RAW_AHEAD_BYTES)
-                self._raw.open_in_c(self.readahead.chunks_between(stream.next_offset, end)[:MAX_RAW_FILES // 2])
+                ahead = self.readahead.chunks_between(stream.next_offset, end)
+                self._raw.open_in_c(ahead[:self.cache.served.max_raw_files // 2])
 
     def served_layout(self) -> tuple[int, int, tuple[int, ...], tuple[int, ...]] | None:
         """(array token, item size, shape, chunk edges) for `ServedChunks`' files, or None when

@@ -16,6 +16,7 @@ import grp
 import logging
 import os
 import pwd
+import resource
 import shutil
 import socket
 import stat
@@ -257,6 +258,24 @@ def raise_readahead(mountpoint: str, kilobytes: int) -> None:
         log.info("kept the kernel's default readahead for %s (%s)", mountpoint, getattr(exc, "strerror", exc))
 
 
+# The daemon's soft limit on open descriptors, raised up to its hard limit (never lowered): the
+# C read path keeps up to a quarter of it in chunk files (engine/served.py), beside the stores'
+# connections and open files. systemd's default soft limit is 1024, its hard limit 524288 (soft
+# 1024 is for programs that use select(); the daemon and libfuse never do).
+OPEN_FILES_WANTED = 8192
+
+
+def raise_open_file_limit(wanted: int = OPEN_FILES_WANTED) -> None:
+    """Raise this process's soft RLIMIT_NOFILE to `wanted`, or to the hard limit if that is lower."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    target = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
+    if soft != resource.RLIM_INFINITY and soft < target:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+        except (OSError, ValueError) as exc:
+            log.info("kept the open-file limit of %d (%s)", soft, exc)
+
+
 def set_after_init(knob: Path, kilobytes: int) -> None:
     """Write `kilobytes` to a mount's `read_ahead_kb` once it shows INIT_READ_AHEAD_KB (the kernel
     has applied the INIT reply), or INIT_APPLIED_WAIT_S from now."""
@@ -281,6 +300,7 @@ def serve(options: MountOptions, report: Callable[[str], None] | None = None) ->
         check_mountpoint(options.mountpoint)
         claim_mountpoint(options.mountpoint)
         check_mountpoint(options.mountpoint)  # again: another mount may have won before the claim
+        raise_open_file_limit()  # before the tree: its engines size their open files from it
         mfusepy = load_fuse_binding()
         from ..files.share import open_mount_tree
         from .ops import ReplyBufferFUSE, ZarrOperations
