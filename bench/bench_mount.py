@@ -12,8 +12,9 @@ In one run, interleaved, medians of --repeat runs:
       reuses its cache;
   (b) the second `dd` of the same file (kernel page cache), against the ceiling's
       second read and a plain file's second read;
-  (c) 20,000 random 4 KiB preads with a warm daemon cache and the file's pages
-      dropped, p50/p99, against the ceiling (both mounted, taking turns);
+  (c) for each store, 20,000 random 4 KiB preads with a warm daemon cache and the file's pages
+      dropped, p50/p99, against the ceiling (both mounted, taking turns), and the share of the
+      daemon's reads its C path answered (the rest crossed into Python);
   (d) peak daemon RSS (VmHWM) streaming a 1 GiB array with --cache-size 256M;
   and decodes per chunk from the mount's .zarrfs-stats.json (with the decodes that wrote into
   memory fresh from the kernel, which it zeroes first: "fresh buffers"; uncompressed local
@@ -139,7 +140,7 @@ def pread_latencies(paths: list[Path], seed: int, block: int = 500) -> list[list
             os.posix_fadvise(fds[-1], 0, 0, os.POSIX_FADV_RANDOM)
         latencies: list[list[float]] = [[] for _ in paths]
         for begin in range(0, PREADS, block):
-            for fd, into in zip(fds, latencies):
+            for fd, into in zip(fds, latencies, strict=True):
                 for offset in offsets[begin:begin + block]:
                     start = time.perf_counter_ns()
                     os.pread(fd, 4096, offset)
@@ -183,7 +184,7 @@ def run_store(store: str, work: Path, repeat: int, cache_size: str, tensorstore:
     path = ensure_store(store)
     raw = work / "z" / f"{store}.raw"
     ceiling_file = work / "c" / "file"
-    chunks = math.prod(-(-s // c) for s, c in zip(SHAPE, CHUNKS))
+    chunks = math.prod(-(-s // c) for s, c in zip(SHAPE, CHUNKS, strict=True))
     results: dict[str, list[float]] = {k: [] for k in (
         "cold", "zp3", *(("ts",) if tensorstore else ()), "ceiling_cold", "second", "ceiling_second", "plain_second")}
     cpu: dict[str, list[float]] = {"zarrfs": [], "ceiling": []}  # CPU seconds of the cold read
@@ -224,7 +225,7 @@ def run_store(store: str, work: Path, repeat: int, cache_size: str, tensorstore:
     gbps = {k: NBYTES / 1e9 / statistics.median(v) for k, v in results.items()}
     # Each round's peers ran minutes apart at most, so the median of the rounds' own ratios follows the
     # host's drift less than a ratio of medians; both are printed.
-    paired = {peer: statistics.median(p / z for p, z in zip(results[peer], results["cold"]))
+    paired = {peer: statistics.median(p / z for p, z in zip(results[peer], results["cold"], strict=True))
               for peer in ("zp3", "ts") if peer in results}
     return {"gbps": gbps, "paired": paired, "decodes_per_chunk": statistics.median(decodes),
             "fresh_buffers": statistics.median(fresh),
@@ -238,8 +239,11 @@ def run_preads(store: str, work: Path) -> dict:
             mounted(ceiling_mount(work / "c"), work / "c"):
         raw = work / "z" / f"{store}.raw"
         dd_seconds(raw)  # warm the daemon cache with the whole array
+        before = stats(work / "z")["reads"]
         ours, theirs = pread_latencies([raw, work / "c" / "file"], 1)
-    return {"p50": percentile(ours, 0.5), "p99": percentile(ours, 0.99),
+        after = stats(work / "z")["reads"]
+    in_c = (after["answered_in_c"] - before["answered_in_c"]) / max(1, after["count"] - before["count"])
+    return {"p50": percentile(ours, 0.5), "p99": percentile(ours, 0.99), "in_c": in_c,
             "ceiling_p50": percentile(theirs, 0.5), "ceiling_p99": percentile(theirs, 0.99)}
 
 
@@ -282,11 +286,14 @@ def main() -> None:
                   f"{g['second'] / g['ceiling_second']:.2f}x | {r['decodes_per_chunk']:.2f}"
                   + (f" (read raw: {r['raw_bytes_per_byte']:.2f} B/B)" if r["raw_bytes_per_byte"] else "")
                   + f" | {r['fresh_buffers']:.0f} | {r['cpu']['zarrfs']:.2f} / {r['cpu']['ceiling']:.2f} |", flush=True)
+        print()
+        for store in args.stores.split(","):
+            p = run_preads(store, work)
+            print(f"(c) {PREADS} random 4 KiB preads, warm daemon cache, {store}: p50 {p['p50']:.0f} us "
+                  f"(ceiling {p['ceiling_p50']:.0f} us, {p['p50'] / p['ceiling_p50']:.2f}x), p99 {p['p99']:.0f} us "
+                  f"(ceiling {p['ceiling_p99']:.0f} us); {p['in_c']:.0%} of the daemon's reads answered in C",
+                  flush=True)
         store = args.stores.split(",")[0]
-        p = run_preads(store, work)
-        print(f"\n(c) {PREADS} random 4 KiB preads, warm daemon cache, {store}: p50 {p['p50']:.0f} us "
-              f"(ceiling {p['ceiling_p50']:.0f} us, {p['p50'] / p['ceiling_p50']:.2f}x), p99 {p['p99']:.0f} us "
-              f"(ceiling {p['ceiling_p99']:.0f} us)")
         rss = run_rss(store, work, "256M")
         print(f"(d) peak daemon RSS streaming 1 GiB with --cache-size 256M: {rss / 2**20:.0f} MiB "
               f"(target <= {256 + 100} MiB)")
