@@ -92,10 +92,10 @@ NO_COUNTERS: dict[str, Any] = {"reads": 0, "reads_in_streams": 0, "reads_after_l
 
 
 class ServedChunks:
-    def __init__(self, max_raw_files: int | None = None) -> None:
+    def __init__(self) -> None:
         self.table = CachedReads(SEQUENTIAL_REACH) if CachedReads is not None else None
         self.in_c = self.table is not None  # whether any read is answered in C
-        self.max_raw_files = raw_file_limit() if max_raw_files is None else max_raw_files
+        self.max_raw_files = raw_file_limit()  # (the daemon raised its limit before building any)
         # By cache key prefix: (array token, chunks per axis, dtype) of arrays C may serve.
         self._arrays: dict[Hashable, tuple[int, tuple[int, ...], np.dtype]] = {}
         self._raw_files: OrderedDict[tuple[int, int], None] = OrderedDict()  # (token, index) given to C
